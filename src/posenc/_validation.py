@@ -1,0 +1,95 @@
+"""Argument checks shared by the public API: each raises a ValueError or TypeError naming the value."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from numbers import Integral, Real
+
+import torch
+
+
+def check_int(name: str, value: object) -> int:
+    """`value` as an int; bools and floats (even 8.0) are refused."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+    return int(value)
+
+
+def check_positive_int(name: str, value: object) -> int:
+    value = check_int(name, value)
+    if value <= 0:
+        raise ValueError(f"{name} must be positive, got {value}")
+    return value
+
+
+def check_even_positive_int(name: str, value: object) -> int:
+    value = check_positive_int(name, value)
+    if value % 2:
+        raise ValueError(f"{name} must be even, got {value}")
+    return value
+
+
+def check_positive_float(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
+    value = float(value)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be positive and finite, got {value}")
+    return value
+
+
+def check_choice(name: str, value: object, choices: Iterable[str]) -> str:
+    choices = tuple(choices)
+    if value not in choices:
+        valid = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{name} must be one of {valid}; got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def is_integer_dtype(dtype: torch.dtype) -> bool:
+    return not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
+
+
+def as_positions(
+    positions_or_length: int | torch.Tensor | Iterable[int],
+    *,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """Integer positions as an int64 tensor.
+
+    An int n means ``arange(n)``; a tensor or sequence must hold integers (any shape).
+    Float positions are refused rather than truncated: a position is an index, and
+    silently flooring 2.7 to 2 would hide a bug upstream.
+    """
+    if isinstance(positions_or_length, bool):
+        raise TypeError(
+            f"positions must be an int length or integer positions, got {positions_or_length!r}"
+        )
+    if isinstance(positions_or_length, Integral):
+        length = int(positions_or_length)
+        if length <= 0:
+            raise ValueError(f"length must be positive, got {length}")
+        return torch.arange(length, dtype=torch.int64, device=device)
+    if isinstance(positions_or_length, torch.Tensor):
+        positions = positions_or_length
+    else:
+        try:
+            positions = torch.as_tensor(list(positions_or_length))
+        except (TypeError, ValueError, RuntimeError) as error:
+            raise TypeError(
+                f"positions must be an int length, an integer tensor or a sequence of ints, "
+                f"got {positions_or_length!r}"
+            ) from error
+    if not is_integer_dtype(positions.dtype):
+        raise ValueError(
+            f"positions must be integers, got dtype {positions.dtype}"
+            + (
+                f" with values such as {positions.flatten()[0].item()!r}"
+                if positions.numel()
+                else ""
+            )
+        )
+    if positions.numel() == 0:
+        raise ValueError(f"positions must not be empty, got shape {tuple(positions.shape)}")
+    return positions.to(dtype=torch.int64, device=device)

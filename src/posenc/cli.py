@@ -1,0 +1,219 @@
+"""The ``posenc`` command: list the encodings, verify their claims."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+#: Agreement with the closed form that `verify` requires, per table dtype.
+TOLERANCES = {"float32": 1e-5, "float64": 1e-12}
+
+
+def _distances(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"distances must be comma-separated integers, got {text!r}"
+        ) from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"distances must name at least one distance, got {text!r}")
+    return values
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="posenc", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    listing = commands.add_parser(
+        "list", help="registered encodings, their kind and parameter count"
+    )
+    listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    verify = commands.add_parser(
+        "verify",
+        help="check that sinusoidal code dot products depend only on distance (seed 002)",
+        description="Reproduce seed 002: for each distance d, PE[i]·PE[i+d] for every start i, "
+        "against the closed form Σ_k cos(d·ω_k). Exits 1 when the deviation exceeds the tolerance.",
+    )
+    verify.add_argument("--d-model", type=int, default=8, help="code width (default 8)")
+    verify.add_argument("--seq-len", type=int, default=15, help="number of positions (default 15)")
+    verify.add_argument(
+        "--distances",
+        type=_distances,
+        default=None,
+        help="comma-separated distances (default: odd 1 … seq_len−1)",
+    )
+    verify.add_argument(
+        "--base", type=float, default=10000.0, help="wavelength base (default 10000)"
+    )
+    verify.add_argument(
+        "--dtype", choices=sorted(DTYPES), default="float64", help="table dtype (default float64)"
+    )
+    verify.add_argument(
+        "--tolerance",
+        type=float,
+        default=None,
+        help="largest accepted deviation (default 1e-12 for float64, 1e-5 for float32)",
+    )
+    verify.add_argument(
+        "--pairs",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="print every pair's value, as seed 002 does (default on)",
+    )
+    verify.add_argument("--json", action="store_true", help="print JSON instead of text")
+    verify.add_argument(
+        "--out", type=Path, default=None, help="write the flat-line plot to this PNG"
+    )
+    return parser
+
+
+def _list(args: argparse.Namespace) -> int:
+    from posenc.encodings import ENCODINGS, available
+
+    rows = []
+    for name in available():
+        cls = ENCODINGS[name]
+        summary = (cls.__doc__ or "").strip().splitlines()[0]
+        rows.append(
+            {"name": name, "kind": cls.kind, "parameters": cls.parameters, "summary": summary}
+        )
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return 0
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="posenc encodings   (L = max_len, d = d_model, h = n_heads)")
+    for column in ("name", "kind", "parameters", "summary"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(escape(str(value)) for value in row.values()))
+    Console().print(table)
+    return 0
+
+
+def verify_sinusoidal(
+    d_model: int, seq_len: int, distances: list[int] | None, base: float, dtype: str
+) -> dict:
+    """The seed 002 experiment as a dict of plain numbers (what ``verify --json`` prints)."""
+    from posenc.analysis import closed_form_dot, dot_by_distance, translation_invariance
+    from posenc.functional import sinusoidal_table
+
+    if distances is None:
+        distances = list(range(1, seq_len, 2))
+        if not distances:
+            raise ValueError(f"seq_len must be at least 2 to have a distance, got {seq_len}")
+    table = sinusoidal_table(seq_len, d_model, base=base, dtype=DTYPES[dtype])  # [T, d]
+    dots = dot_by_distance(table, distances)
+    expected = {d: float(closed_form_dot(d, d_model, base)) for d in dots}
+    summaries = translation_invariance(dots, expected)
+    return {
+        "d_model": d_model,
+        "seq_len": seq_len,
+        "base": base,
+        "dtype": dtype,
+        "distances": [
+            {**summary.as_dict(), "values": dots[summary.distance].tolist()}
+            for summary in summaries
+        ],
+        "max_deviation": max(s.max_deviation for s in summaries),
+    }
+
+
+def _verify(args: argparse.Namespace) -> int:
+    result = verify_sinusoidal(args.d_model, args.seq_len, args.distances, args.base, args.dtype)
+    tolerance = TOLERANCES[args.dtype] if args.tolerance is None else args.tolerance
+    result["tolerance"] = tolerance
+    result["holds"] = result["max_deviation"] <= tolerance
+    if args.out is not None:
+        _write_flat_lines(result, args.out)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        _print_verify(result, pairs=args.pairs, out=args.out)
+    return 0 if result["holds"] else 1
+
+
+def _write_flat_lines(result: dict, out: Path) -> None:
+    from posenc.plots import flat_lines
+
+    dots = {
+        row["distance"]: torch.tensor(row["values"], dtype=torch.float64)
+        for row in result["distances"]
+    }
+    expected = {row["distance"]: row["expected"] for row in result["distances"]}
+    title = (
+        f"PE[i]·PE[i+d] per distance (d_model={result['d_model']}, seq_len={result['seq_len']}, "
+        f"{result['dtype']})"
+    )
+    figure = flat_lines(dots, expected, title=title)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, dpi=120)
+
+
+def _print_verify(result: dict, *, pairs: bool, out: Path | None) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    lines = []
+    for row in result["distances"]:
+        d = row["distance"]
+        lines.append(f"\nDistance {d} ({row['pairs']} pairs):")
+        if pairs:
+            lines.extend(
+                f"  ({i}, {i + d}) -> {value:.4f}" for i, value in enumerate(row["values"])
+            )
+        lines.append(
+            f"  closed form Σ_k cos({d}·ω_k) = {row['expected']:.12f}   "
+            f"max deviation {row['max_deviation']:.3e}"
+        )
+    sys.stdout.write("\n".join(lines) + "\n\n")
+
+    console = Console()
+    table = Table(
+        title=escape(
+            f"PE[i]·PE[i+d] = Σ_k cos(d·ω_k)?   d_model={result['d_model']}, "
+            f"seq_len={result['seq_len']}, base={result['base']:g}, {result['dtype']}"
+        )
+    )
+    for column in ("distance", "pairs", "closed form", "spread over i", "max deviation"):
+        table.add_column(column, justify="right")
+    for row in result["distances"]:
+        table.add_row(
+            str(row["distance"]),
+            str(row["pairs"]),
+            f"{row['expected']:.10f}",
+            f"{row['spread']:.3e}",
+            f"{row['max_deviation']:.3e}",
+        )
+    console.print(table)
+    verdict = "[green]holds[/green]" if result["holds"] else "[red]fails[/red]"
+    console.print(
+        f"{verdict}: max deviation {result['max_deviation']:.3e} "
+        f"(tolerance {result['tolerance']:.0e}, {result['dtype']})"
+    )
+    if out is not None:
+        console.print(f"flat-line plot written to {out}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    handlers = {"list": _list, "verify": _verify}
+    try:
+        return handlers[args.command](args)
+    except (ValueError, TypeError) as error:
+        print(f"posenc {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

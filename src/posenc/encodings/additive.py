@@ -1,0 +1,49 @@
+"""Absolute encodings that act on the token embeddings, by addition or concatenation (seed 004 §8.1)."""
+
+from __future__ import annotations
+
+import torch
+
+from posenc._validation import check_choice, check_positive_int
+from posenc.encodings.base import PositionalEncoding, resolve_positions
+
+MODES = ("add", "concat")
+
+
+class AdditiveEncoding(PositionalEncoding):
+    """An absolute code per position, ``codes(positions) -> [..., s, d_model]``, joined to the embeddings.
+
+    ``mode="add"``: Embed(x) + PE(pos), the standard form; the input width must equal ``d_model``.
+    ``mode="concat"``: [Embed(x); PE(pos)], widening the output by the code's own width ``d_model``.
+    """
+
+    kind = "additive"
+
+    def __init__(self, d_model: int, *, mode: str = "add") -> None:
+        super().__init__()
+        self.d_model = check_positive_int("d_model", d_model)
+        self.mode = check_choice("mode", mode, MODES)
+
+    def codes(self, positions: torch.Tensor) -> torch.Tensor:
+        """Position codes ``[..., d_model]`` for integer positions ``[...]``."""
+        raise NotImplementedError
+
+    def output_width(self, input_width: int) -> int:
+        return input_width + self.d_model if self.mode == "concat" else input_width
+
+    def embed(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        if x.dim() != 3:
+            raise ValueError(f"x must have shape [b, s, d], got {tuple(x.shape)}")
+        positions = resolve_positions(positions, x, seq_dim=1)  # [s] or [b, s]
+        codes = self.codes(positions).to(x.dtype)  # [s, d_model] or [b, s, d_model]
+        if self.mode == "add":
+            if x.shape[-1] != self.d_model:
+                raise ValueError(
+                    f"mode='add' needs inputs of width d_model={self.d_model}, got width {x.shape[-1]}"
+                )
+            return x + codes
+        codes = codes.expand(x.shape[0], x.shape[1], self.d_model)  # [b, s, d_model]
+        return torch.cat((x, codes), dim=-1)  # [b, s, d + d_model]
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, mode={self.mode!r}"

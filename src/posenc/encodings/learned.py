@@ -1,0 +1,73 @@
+"""Learned absolute position embeddings, as in GPT-2 and BERT: one trained vector per position."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from posenc._validation import check_choice, check_positive_float, check_positive_int
+from posenc.encodings.additive import AdditiveEncoding
+
+#: init name -> (std, truncated at ±2 std) as in each model's original code:
+#: GPT-2 draws wpe from N(0, 0.01²); BERT draws position embeddings from a normal
+#: truncated at two standard deviations, std 0.02 (initializer_range).
+INITS = {"gpt2": (0.01, False), "bert": (0.02, True)}
+
+
+class LearnedEncoding(AdditiveEncoding):
+    """A trainable table ``[max_len, d_model]`` indexed by position (BERT, GPT-2).
+
+    It cannot represent positions at or past ``max_len``: such positions raise a ValueError
+    naming the position instead of being clamped.
+
+    Args:
+        max_len: number of positions the table holds (L).
+        d_model: width of each code.
+        init: ``"gpt2"`` (normal, std 0.01) or ``"bert"`` (normal truncated at ±2σ, std 0.02).
+        std: overrides the standard deviation of ``init``.
+        mode: ``"add"`` or ``"concat"``.
+    """
+
+    parameters = "L·d"
+
+    def __init__(
+        self,
+        max_len: int,
+        d_model: int,
+        *,
+        init: str = "gpt2",
+        std: float | None = None,
+        mode: str = "add",
+    ) -> None:
+        super().__init__(d_model, mode=mode)
+        self.max_len = check_positive_int("max_len", max_len)
+        self.init = check_choice("init", init, INITS)
+        default_std, self.truncated = INITS[init]
+        self.std = default_std if std is None else check_positive_float("std", std)
+        self.weight = nn.Parameter(torch.empty(self.max_len, self.d_model))  # [L, d]
+        self.reset_parameters()
+
+    @staticmethod
+    def count_parameters(max_len: int, d_model: int, n_heads: int) -> int:
+        return max_len * d_model
+
+    def reset_parameters(self) -> None:
+        with torch.no_grad():
+            if self.truncated:
+                nn.init.trunc_normal_(self.weight, std=self.std, a=-2 * self.std, b=2 * self.std)
+            else:
+                nn.init.normal_(self.weight, std=self.std)
+
+    def codes(self, positions: torch.Tensor) -> torch.Tensor:
+        smallest, largest = int(positions.min()), int(positions.max())
+        if smallest < 0:
+            raise ValueError(f"positions must be non-negative for a learned table, got {smallest}")
+        if largest >= self.max_len:
+            raise ValueError(
+                f"position {largest} is at or past max_len={self.max_len}: a learned table "
+                f"has no code for it"
+            )
+        return self.weight[positions]  # [..., d_model]
+
+    def extra_repr(self) -> str:
+        return f"max_len={self.max_len}, {super().extra_repr()}, init={self.init!r}, std={self.std}"

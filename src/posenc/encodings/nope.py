@@ -1,0 +1,16 @@
+"""NoPE, the control: no position information at all."""
+
+from __future__ import annotations
+
+from posenc.encodings.base import PositionalEncoding
+
+
+class NoPE(PositionalEncoding):
+    """No positional encoding (Kazemnejad et al., 2023, https://arxiv.org/abs/2305.19466).
+
+    Every hook is the identity or None. Under causal attention a decoder can still infer
+    position from the mask; bidirectional attention without it is permutation-equivariant.
+    """
+
+    kind = "none"
+    parameters = "0"

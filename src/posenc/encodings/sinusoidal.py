@@ -1,0 +1,59 @@
+"""The fixed sinusoidal encoding of "Attention Is All You Need" as a module."""
+
+from __future__ import annotations
+
+import torch
+
+from posenc._validation import check_even_positive_int, check_positive_float
+from posenc.encodings.additive import AdditiveEncoding
+from posenc.functional.sinusoidal import sinusoidal_table
+
+
+class SinusoidalEncoding(AdditiveEncoding):
+    """Sinusoidal position codes (Vaswani et al., 2017, https://arxiv.org/abs/1706.03762).
+
+    No learned parameters. The table for positions 0 … n−1 is cached in float64 as a
+    non-persistent buffer, grown on demand, and cast to the input's dtype once per call;
+    ``module.to(torch.bfloat16)`` moves it but never rounds it (the buffer is rebuilt
+    exactly whenever a dtype conversion touches it). Negative positions, or positions
+    past the cache, are computed directly.
+
+    Args:
+        d_model: width of each code (even).
+        base: wavelength base, 10000 in the paper.
+        mode: ``"add"`` or ``"concat"``.
+    """
+
+    parameters = "0"
+
+    def __init__(self, d_model: int, *, base: float = 10000.0, mode: str = "add") -> None:
+        super().__init__(check_even_positive_int("d_model", d_model), mode=mode)
+        self.base = check_positive_float("base", base)
+        self.register_buffer(
+            "table", torch.empty(0, self.d_model, dtype=torch.float64), persistent=False
+        )
+
+    def _grow(self, length: int) -> None:
+        if length > self.table.shape[0]:
+            length = max(length, 2 * self.table.shape[0])
+            table = sinusoidal_table(length, self.d_model, base=self.base, dtype=torch.float64)
+            self.table = table.to(self.table.device)
+
+    def codes(self, positions: torch.Tensor) -> torch.Tensor:
+        if positions.numel() and int(positions.min()) >= 0:
+            self._grow(int(positions.max()) + 1)
+            return self.table[positions]  # [..., d_model]
+        return sinusoidal_table(positions, self.d_model, base=self.base, dtype=torch.float64)
+
+    def _apply(self, fn, recurse=True):
+        # The table derives from hyper-parameters; a dtype conversion would round it, so rebuild it.
+        super()._apply(fn, recurse)
+        if self.table.dtype != torch.float64:
+            length = self.table.shape[0]
+            self.table = torch.empty(0, self.d_model, dtype=torch.float64, device=self.table.device)
+            if length:
+                self._grow(length)
+        return self
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, base={self.base}"
