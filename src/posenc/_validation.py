@@ -63,9 +63,7 @@ def as_positions(
     silently flooring 2.7 to 2 would hide a bug upstream.
     """
     if isinstance(positions_or_length, bool):
-        raise TypeError(
-            f"positions must be an int length or integer positions, got {positions_or_length!r}"
-        )
+        raise TypeError(f"positions must be an int length or integer positions, got {positions_or_length!r}")
     if isinstance(positions_or_length, Integral):
         length = int(positions_or_length)
         if length <= 0:
@@ -84,11 +82,7 @@ def as_positions(
     if not is_integer_dtype(positions.dtype):
         raise ValueError(
             f"positions must be integers, got dtype {positions.dtype}"
-            + (
-                f" with values such as {positions.flatten()[0].item()!r}"
-                if positions.numel()
-                else ""
-            )
+            + (f" with values such as {positions.flatten()[0].item()!r}" if positions.numel() else "")
         )
     if positions.numel() == 0:
         raise ValueError(f"positions must not be empty, got shape {tuple(positions.shape)}")

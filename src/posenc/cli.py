@@ -30,9 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="posenc", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    listing = commands.add_parser(
-        "list", help="registered encodings, their kind and parameter count"
-    )
+    listing = commands.add_parser("list", help="registered encodings, their kind and parameter count")
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     verify = commands.add_parser(
@@ -49,9 +47,7 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="comma-separated distances (default: odd 1 … seq_len−1)",
     )
-    verify.add_argument(
-        "--base", type=float, default=10000.0, help="wavelength base (default 10000)"
-    )
+    verify.add_argument("--base", type=float, default=10000.0, help="wavelength base (default 10000)")
     verify.add_argument(
         "--dtype", choices=sorted(DTYPES), default="float64", help="table dtype (default float64)"
     )
@@ -68,9 +64,7 @@ def _parser() -> argparse.ArgumentParser:
         help="print every pair's value, as seed 002 does (default on)",
     )
     verify.add_argument("--json", action="store_true", help="print JSON instead of text")
-    verify.add_argument(
-        "--out", type=Path, default=None, help="write the flat-line plot to this PNG"
-    )
+    verify.add_argument("--out", type=Path, default=None, help="write the flat-line plot to this PNG")
     return parser
 
 
@@ -81,9 +75,7 @@ def _list(args: argparse.Namespace) -> int:
     for name in available():
         cls = ENCODINGS[name]
         summary = (cls.__doc__ or "").strip().splitlines()[0]
-        rows.append(
-            {"name": name, "kind": cls.kind, "parameters": cls.parameters, "summary": summary}
-        )
+        rows.append({"name": name, "kind": cls.kind, "parameters": cls.parameters, "summary": summary})
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
@@ -121,8 +113,7 @@ def verify_sinusoidal(
         "base": base,
         "dtype": dtype,
         "distances": [
-            {**summary.as_dict(), "values": dots[summary.distance].tolist()}
-            for summary in summaries
+            {**summary.as_dict(), "values": dots[summary.distance].tolist()} for summary in summaries
         ],
         "max_deviation": max(s.max_deviation for s in summaries),
     }
@@ -145,10 +136,7 @@ def _verify(args: argparse.Namespace) -> int:
 def _write_flat_lines(result: dict, out: Path) -> None:
     from posenc.plots import flat_lines
 
-    dots = {
-        row["distance"]: torch.tensor(row["values"], dtype=torch.float64)
-        for row in result["distances"]
-    }
+    dots = {row["distance"]: torch.tensor(row["values"], dtype=torch.float64) for row in result["distances"]}
     expected = {row["distance"]: row["expected"] for row in result["distances"]}
     title = (
         f"PE[i]·PE[i+d] per distance (d_model={result['d_model']}, seq_len={result['seq_len']}, "
@@ -169,9 +157,7 @@ def _print_verify(result: dict, *, pairs: bool, out: Path | None) -> None:
         d = row["distance"]
         lines.append(f"\nDistance {d} ({row['pairs']} pairs):")
         if pairs:
-            lines.extend(
-                f"  ({i}, {i + d}) -> {value:.4f}" for i, value in enumerate(row["values"])
-            )
+            lines.extend(f"  ({i}, {i + d}) -> {value:.4f}" for i, value in enumerate(row["values"]))
         lines.append(
             f"  closed form Σ_k cos({d}·ω_k) = {row['expected']:.12f}   "
             f"max deviation {row['max_deviation']:.3e}"

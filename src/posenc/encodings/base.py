@@ -25,9 +25,7 @@ from posenc._validation import as_positions
 KINDS = ("additive", "rotary", "bias", "none")
 
 
-def resolve_positions(
-    positions: torch.Tensor | None, x: torch.Tensor, *, seq_dim: int
-) -> torch.Tensor:
+def resolve_positions(positions: torch.Tensor | None, x: torch.Tensor, *, seq_dim: int) -> torch.Tensor:
     """Positions for the sequence axis ``seq_dim`` of x: ``[s]`` or ``[b, s]`` int64 on x's device.
 
     Raises:

@@ -64,8 +64,7 @@ class LearnedEncoding(AdditiveEncoding):
             raise ValueError(f"positions must be non-negative for a learned table, got {smallest}")
         if largest >= self.max_len:
             raise ValueError(
-                f"position {largest} is at or past max_len={self.max_len}: a learned table "
-                f"has no code for it"
+                f"position {largest} is at or past max_len={self.max_len}: a learned table has no code for it"
             )
         return self.weight[positions]  # [..., d_model]
 

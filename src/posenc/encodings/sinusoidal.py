@@ -29,9 +29,7 @@ class SinusoidalEncoding(AdditiveEncoding):
     def __init__(self, d_model: int, *, base: float = 10000.0, mode: str = "add") -> None:
         super().__init__(check_even_positive_int("d_model", d_model), mode=mode)
         self.base = check_positive_float("base", base)
-        self.register_buffer(
-            "table", torch.empty(0, self.d_model, dtype=torch.float64), persistent=False
-        )
+        self.register_buffer("table", torch.empty(0, self.d_model, dtype=torch.float64), persistent=False)
 
     def _grow(self, length: int) -> None:
         if length > self.table.shape[0]:

@@ -29,9 +29,7 @@ def sinusoidal_frequency_pieces(d_model: int, base: float) -> torch.Tensor:
     with localcontext() as context:
         context.prec = 60
         log_base = Decimal(base).ln()
-        rows = [
-            split_exact((-(Decimal(2 * k) / d_model) * log_base).exp()) for k in range(d_model // 2)
-        ]
+        rows = [split_exact((-(Decimal(2 * k) / d_model) * log_base).exp()) for k in range(d_model // 2)]
     return torch.tensor(rows, dtype=torch.float64)
 
 
@@ -77,12 +75,8 @@ def sinusoidal_table(
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ValueError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
     positions = as_positions(positions_or_length)
-    cos, sin = exact_cos_sin(
-        positions, sinusoidal_frequency_pieces(d_model, base)
-    )  # [..., d/2] each
-    table = (
-        torch.stack((sin, cos), dim=-1).flatten(-2).to(dtype)
-    )  # [..., d], sin at 2k, cos at 2k+1
+    cos, sin = exact_cos_sin(positions, sinusoidal_frequency_pieces(d_model, base))  # [..., d/2] each
+    table = torch.stack((sin, cos), dim=-1).flatten(-2).to(dtype)  # [..., d], sin at 2k, cos at 2k+1
     if positions.dim() == 0:
         table = table.unsqueeze(0)
     if layout == "columns":
