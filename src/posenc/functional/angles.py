@@ -8,12 +8,12 @@ digit. Even float64 leaves ~5e-10 rad at 2^21, far from one rounding of float64.
 Here the frequency ω and 2π are each written as a sum of float64 pieces of at most
 26 significant bits. For an integer |pos| < 2^27 every product pos·piece is exact, so
 
-    pos·ω − n·2π = (pos·ω₀ − n·T₀) + Σ_p (pos·ω_p − n·T_p),   n = round(pos·ω₀ / 2π),
+    pos·ω − n·2π = (pos·ω₀ − n·T₀) + Σ_p (pos·ω_p − n·T_p),   n = round(pos·(ω₀ + ω₁) / 2π),
 
 where the first bracket is computed exactly (both terms lie on a common grid fine
-enough to hold their difference, whose magnitude is below π) and the rest are small
-terms added in float64. The result is an angle of magnitude below about 4 with an
-absolute error of a few 1e-16, whatever the position: the float64 sine of it is then
+enough to hold their difference) and the remaining exact products are added in
+float64. The result is an angle in [−π, π] (up to 1e-7) with an absolute error of a
+few 1e-16 for frequencies up to 1, whatever the position: the float64 sine of it is
 within a few float64 roundings of the exact value, and casting once gives every smaller
 dtype its correctly rounded value except in ties at the last bit.
 """
@@ -78,7 +78,7 @@ _INV_TWO_PI = float(1 / _TWO_PI)
 
 
 def reduced_angles(positions: torch.Tensor, frequency_pieces: torch.Tensor) -> torch.Tensor:
-    """Angles congruent to pos·ω modulo 2π, of magnitude below ~4, exact to a few 1e-16.
+    """Angles congruent to pos·ω modulo 2π, in [−π, π] up to 1e-7, exact to a few 1e-16 (ω ≤ 1).
 
     Args:
         positions: integer tensor of any shape ``[...]`` with |pos| < MAX_POSITION.
@@ -96,12 +96,14 @@ def reduced_angles(positions: torch.Tensor, frequency_pieces: torch.Tensor) -> t
         )
     pos = positions.to(torch.float64).unsqueeze(-1)  # [..., 1], exact
     pieces = frequency_pieces.to(device=pos.device, dtype=torch.float64).T.contiguous()  # [P, f]
-    angle = pos * pieces[0]  # [..., f], exact: 27 + 26 bits
-    turns = torch.round(angle * _INV_TWO_PI)  # whole turns n, |n| < 2^25
-    angle.add_(turns, alpha=-_TWO_PI_PIECES[0])  # exact, |angle| <= π
+    # Whole turns from the float64 product pos·ω, within 1e-7 of the exact turn count, so the
+    # result lands in [−π, π] up to that; |n| < 2^25, so every n·T_p is exact.
+    turns = (pos * pieces.sum(dim=0)).mul_(_INV_TWO_PI).round_()  # [..., f]
+    head = pos * pieces[0]  # exact: 27 + 26 bits
+    angle = head.add_(turns, alpha=-_TWO_PI_PIECES[0])  # exact: its bits fit in 53
     # Each product below is exact (≤ 53 bits), so every update rounds once, at the sum.
     for p in range(1, pieces.shape[0]):
-        angle.add_(turns, alpha=-_TWO_PI_PIECES[p]).addcmul_(pos, pieces[p])
+        angle.addcmul_(pos, pieces[p]).add_(turns, alpha=-_TWO_PI_PIECES[p])
     return angle
 
 
