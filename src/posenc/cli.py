@@ -75,7 +75,7 @@ def _list(args: argparse.Namespace) -> int:
     for name in available():
         cls = ENCODINGS[name]
         summary = (cls.__doc__ or "").strip().splitlines()[0]
-        rows.append({"name": name, "kind": cls.kind, "parameters": cls.parameters, "summary": summary})
+        rows.append({"name": name, "kind": cls.kind, "parameters": cls.parameter_formula, "summary": summary})
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0

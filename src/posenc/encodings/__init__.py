@@ -41,7 +41,10 @@ def build(name: str, **kwargs) -> PositionalEncoding:
             the encoding does not take (the message lists those it does).
     """
     cls = encoding_class(name)
-    accepted = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    signature = inspect.signature(cls.__init__).parameters.values()
+    accepted = [
+        p.name for p in signature if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
         takes = ", ".join(accepted) if accepted else "no arguments"

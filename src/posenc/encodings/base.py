@@ -52,16 +52,16 @@ class PositionalEncoding(nn.Module):
     Class attributes:
         kind: ``"additive"`` (acts on embeddings), ``"rotary"`` (rotates q and k),
             ``"bias"`` (biases attention scores) or ``"none"`` (the NoPE control).
-        parameters: the number of learned parameters as a formula of L (``max_len``),
+        parameter_formula: the number of learned parameters as a formula of L (``max_len``),
             d (``d_model``) and h (``n_heads``), e.g. ``"L·d"``.
     """
 
     kind: str = "none"
-    parameters: str = "0"
+    parameter_formula: str = "0"
 
     @staticmethod
     def count_parameters(max_len: int, d_model: int, n_heads: int) -> int:
-        """The ``parameters`` formula evaluated at L = max_len, d = d_model, h = n_heads."""
+        """The ``parameter_formula`` evaluated at L = max_len, d = d_model, h = n_heads."""
         return 0
 
     def output_width(self, input_width: int) -> int:

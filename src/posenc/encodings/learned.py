@@ -28,7 +28,7 @@ class LearnedEncoding(AdditiveEncoding):
         mode: ``"add"`` or ``"concat"``.
     """
 
-    parameters = "L·d"
+    parameter_formula = "L·d"
 
     def __init__(
         self,

@@ -13,4 +13,7 @@ class NoPE(PositionalEncoding):
     """
 
     kind = "none"
-    parameters = "0"
+    parameter_formula = "0"
+
+    def __init__(self) -> None:
+        super().__init__()

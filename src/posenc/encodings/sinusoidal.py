@@ -24,7 +24,7 @@ class SinusoidalEncoding(AdditiveEncoding):
         mode: ``"add"`` or ``"concat"``.
     """
 
-    parameters = "0"
+    parameter_formula = "0"
 
     def __init__(self, d_model: int, *, base: float = 10000.0, mode: str = "add") -> None:
         super().__init__(check_even_positive_int("d_model", d_model), mode=mode)
