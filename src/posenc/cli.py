@@ -65,6 +65,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     verify.add_argument("--json", action="store_true", help="print JSON instead of text")
     verify.add_argument("--out", type=Path, default=None, help="write the flat-line plot to this PNG")
+
+    bench = commands.add_parser("bench", help="time posenc against its baselines in one process")
+    bench.add_argument("name", choices=["sinusoidal"], help="what to benchmark")
+    bench.add_argument("--length", type=int, default=4096, help="positions (default 4096)")
+    bench.add_argument("--d-model", type=int, default=512, help="code width (default 512)")
+    bench.add_argument("--rounds", type=int, default=15, help="alternating rounds (default 15)")
+    bench.add_argument("--json", type=Path, default=None, help="also write the results to this JSON file")
     return parser
 
 
@@ -191,9 +198,44 @@ def _print_verify(result: dict, *, pairs: bool, out: Path | None) -> None:
         console.print(f"flat-line plot written to {out}")
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from posenc.bench import sinusoidal
+
+    result = sinusoidal.run(args.length, args.d_model, args.rounds)
+    console = Console()
+    table = Table(
+        title=f"sinusoidal table {args.length}×{args.d_model}, float32 output, "
+        f"{result['threads']} threads, median of {args.rounds} alternating rounds"
+    )
+    for column in ("candidate", "median ms", "range ms", "× float32 recipe", "× clone"):
+        table.add_column(column, justify="right")
+    for t in result["timings"]:
+        table.add_row(
+            t["name"],
+            f"{t['median_ms']:.2f}",
+            f"{t['min_ms']:.2f}–{t['max_ms']:.2f}",
+            f"{t['vs_float32_recipe']:.2f}",
+            f"{t['vs_clone']:.1f}",
+        )
+    console.print(table)
+    errors = Table(title=f"max |value − exact| at 64 sampled positions ≤ 2^21, d_model={args.d_model}")
+    errors.add_column("recipe")
+    errors.add_column("max abs error", justify="right")
+    for name, error in result["max_abs_error_at_positions_up_to_2^21"].items():
+        errors.add_row(name, f"{error:.2e}")
+    console.print(errors)
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handlers = {"list": _list, "verify": _verify}
+    handlers = {"list": _list, "verify": _verify, "bench": _bench}
     try:
         return handlers[args.command](args)
     except (ValueError, TypeError) as error:
