@@ -1,0 +1,382 @@
+"""Rotary position embedding (RoFormer, Su et al., 2021, https://arxiv.org/abs/2104.09864).
+
+Each pair of query/key channels is rotated by the angle pos·θ_k, θ_k = base^(−2k/r), so that
+⟨R_m q, R_n k⟩ depends only on m − n. Two conventions pair the channels differently:
+
+- ``layout="interleaved"``: pairs (2k, 2k+1), the seed formula; GPT-J and Meta's original LLaMA.
+- ``layout="half"``: pairs (k, k + r/2); LLaMA and GPT-NeoX as implemented in transformers.
+
+Only the first ``rotary_dim`` = r channels rotate (GPT-NeoX's partial rotary); the rest pass through.
+
+Notation used for tensor shapes: b batch, h heads, s sequence, d head width, r rotary_dim.
+``cos`` and ``sin`` hold one value per frequency: ``[s, r/2]`` or ``[b, s, r/2]``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+
+from posenc._validation import (
+    as_positions,
+    check_choice,
+    check_even_positive_int,
+    check_positive_float,
+    check_positive_int,
+)
+from posenc.functional.angles import exact_cos_sin, split_frequencies
+
+LAYOUTS = ("half", "interleaved")
+
+
+def _exponents(rotary_dim: int) -> torch.Tensor:
+    """2k/r for k = 0 … r/2 − 1, float64 ``[r/2]``."""
+    return torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim
+
+
+def _default(rotary_dim: int, base: float) -> tuple[torch.Tensor, float]:
+    return base ** -_exponents(rotary_dim), 1.0
+
+
+def _linear(rotary_dim: int, base: float, *, factor: float) -> tuple[torch.Tensor, float]:
+    """Position interpolation (Chen et al., 2023, https://arxiv.org/abs/2306.15595): θ_k / factor."""
+    inv_freq, _ = _default(rotary_dim, base)
+    return inv_freq / factor, 1.0
+
+
+def _ntk(rotary_dim: int, base: float, *, factor: float) -> tuple[torch.Tensor, float]:
+    """NTK-aware scaling (bloc97, 2023): base · factor^(r/(r−2)), stretching low frequencies most."""
+    return _default(rotary_dim, base * factor ** (rotary_dim / (rotary_dim - 2)))
+
+
+def _dynamic(
+    rotary_dim: int,
+    base: float,
+    *,
+    factor: float,
+    original_max_position_embeddings: int,
+    seq_len: int | None = None,
+) -> tuple[torch.Tensor, float]:
+    """Dynamic NTK (emozilla, 2023): the NTK base for the current length L' = max(seq_len, L).
+
+    base' = base · (factor·L'/L − (factor − 1))^(r/(r−2)); identical to the default below L.
+    (transformers names L ``max_position_embeddings`` for this scaling.)
+    """
+    length = original_max_position_embeddings
+    seq_len = length if seq_len is None else max(seq_len, length)
+    scaled = base * ((factor * seq_len / length) - (factor - 1)) ** (rotary_dim / (rotary_dim - 2))
+    return _default(rotary_dim, scaled)
+
+
+def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def _yarn(
+    rotary_dim: int,
+    base: float,
+    *,
+    factor: float,
+    original_max_position_embeddings: int,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+    attention_factor: float | None = None,
+    mscale: float | None = None,
+    mscale_all_dim: float | None = None,
+    truncate: bool = True,
+) -> tuple[torch.Tensor, float]:
+    """YaRN (Peng et al., 2023, https://arxiv.org/abs/2309.00071).
+
+    Frequencies that turn more than ``beta_fast`` times over the original length keep their value,
+    those turning fewer than ``beta_slow`` times are divided by ``factor``, with a linear ramp over
+    the channel index between; attention logits are scaled by ``attention_factor``² through cos and sin
+    (0.1·ln(factor) + 1 by default, or DeepSeek's mscale / mscale_all_dim ratio).
+    """
+    if attention_factor is None:
+        if mscale and mscale_all_dim:
+            attention_factor = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim)
+        else:
+            attention_factor = _yarn_mscale(factor)
+
+    def correction_dim(rotations: float) -> float:
+        # the channel index whose frequency turns `rotations` times over the original length
+        return (
+            rotary_dim
+            * math.log(original_max_position_embeddings / (rotations * 2 * math.pi))
+            / (2 * math.log(base))
+        )
+
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, rotary_dim - 1)
+    if low == high:
+        high += 0.001  # the ramp needs a width
+    ramp = ((torch.arange(rotary_dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+    extrapolation, _ = _default(rotary_dim, base)
+    interpolation = extrapolation / factor
+    keep = 1 - ramp  # 1 for high frequencies (kept), 0 for low ones (interpolated)
+    return interpolation * (1 - keep) + extrapolation * keep, float(attention_factor)
+
+
+def _llama3(
+    rotary_dim: int,
+    base: float,
+    *,
+    factor: float,
+    original_max_position_embeddings: int,
+    low_freq_factor: float = 1.0,
+    high_freq_factor: float = 4.0,
+) -> tuple[torch.Tensor, float]:
+    """Llama 3.1 scaling (Meta, 2024): wavelengths above L/low_freq_factor divided by ``factor``,
+    below L/high_freq_factor kept, smoothly interpolated between (defaults: Meta's 1 and 4)."""
+    inv_freq, _ = _default(rotary_dim, base)
+    length = original_max_position_embeddings
+    wavelength = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelength > length / low_freq_factor, inv_freq / factor, inv_freq)
+    smooth = (length / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = (wavelength >= length / high_freq_factor) & (wavelength <= length / low_freq_factor)
+    return torch.where(medium, smoothed, scaled), 1.0
+
+
+def _longrope(
+    rotary_dim: int,
+    base: float,
+    *,
+    short_factor: Sequence[float],
+    long_factor: Sequence[float],
+    original_max_position_embeddings: int,
+    factor: float | None = None,
+    attention_factor: float | None = None,
+    seq_len: int | None = None,
+) -> tuple[torch.Tensor, float]:
+    """LongRoPE (Ding et al., 2024, https://arxiv.org/abs/2402.13753), as in Phi-3.
+
+    θ_k / ext_k with the per-frequency ``long_factor`` when ``seq_len`` exceeds the original length,
+    ``short_factor`` otherwise; attention factor √(1 + ln(factor)/ln(L)) unless given, where ``factor``
+    is the context extension (max_position_embeddings / original_max_position_embeddings).
+    """
+    for name, values in (("short_factor", short_factor), ("long_factor", long_factor)):
+        if len(values) != rotary_dim // 2:
+            raise ValueError(f"{name} must hold rotary_dim/2 = {rotary_dim // 2} values, got {len(values)}")
+    if attention_factor is None:
+        if factor is None:
+            raise ValueError(
+                "longrope needs factor (max_position_embeddings / original_max_position_embeddings) or attention_factor"
+            )
+        length = original_max_position_embeddings
+        attention_factor = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(length))
+    use_long = seq_len is not None and seq_len > original_max_position_embeddings
+    ext = torch.tensor(long_factor if use_long else short_factor, dtype=torch.float64)
+    inv_freq, _ = _default(rotary_dim, base)
+    return inv_freq / ext, float(attention_factor)
+
+
+#: scaling name -> function (rotary_dim, base, **arguments) -> (inv_freq, attention_factor).
+SCALINGS: dict[str, Callable[..., tuple[torch.Tensor, float]]] = {
+    "linear": _linear,
+    "ntk": _ntk,
+    "dynamic": _dynamic,
+    "yarn": _yarn,
+    "llama3": _llama3,
+    "longrope": _longrope,
+}
+
+
+def scaling_arguments(scaling: str) -> tuple[list[str], list[str]]:
+    """(required, optional) argument names of a scaling."""
+    parameters = list(inspect.signature(SCALINGS[scaling]).parameters.values())[2:]
+    required = [p.name for p in parameters if p.default is inspect.Parameter.empty]
+    optional = [p.name for p in parameters if p.default is not inspect.Parameter.empty]
+    return required, optional
+
+
+def rope_inv_freq(
+    rotary_dim: int, *, base: float = 10000.0, scaling: str | None = None, **scaling_args
+) -> tuple[torch.Tensor, float]:
+    """RoPE inverse frequencies θ_k = base^(−2k/r), optionally scaled for a longer context, in float64.
+
+    Args:
+        rotary_dim: rotated channels r (even).
+        base: ``rope_theta``.
+        scaling: None or one of ``linear | ntk | dynamic | yarn | llama3 | longrope``.
+        **scaling_args: the ``rope_scaling`` keys of the model that introduced the scaling
+            (``factor``, ``original_max_position_embeddings``, ``beta_fast``, ``beta_slow``,
+            ``attention_factor``, ``mscale``, ``mscale_all_dim``, ``truncate``, ``low_freq_factor``,
+            ``high_freq_factor``, ``short_factor``, ``long_factor``; ``seq_len`` for dynamic and longrope).
+
+    Returns:
+        ``(inv_freq [r/2] float64, attention_factor)``; the factor multiplies cos and sin.
+
+    Raises:
+        ValueError: odd or non-positive rotary_dim, unknown scaling (lists the valid ones), missing or
+            unknown scaling arguments (names them), non-positive factor.
+    """
+    rotary_dim = check_even_positive_int("rotary_dim", rotary_dim)
+    base = check_positive_float("base", base)
+    if scaling is None:
+        if scaling_args:
+            raise ValueError(f"scaling arguments given without a scaling: {', '.join(sorted(scaling_args))}")
+        return _default(rotary_dim, base)
+    if scaling not in SCALINGS:
+        raise ValueError(f"unknown scaling {scaling!r}; valid: None, {', '.join(repr(s) for s in SCALINGS)}")
+    required, optional = scaling_arguments(scaling)
+    missing = [name for name in required if name not in scaling_args]
+    if missing:
+        raise ValueError(f"scaling {scaling!r} needs {', '.join(missing)}")
+    unknown = sorted(set(scaling_args) - set(required) - set(optional))
+    if unknown:
+        raise ValueError(
+            f"scaling {scaling!r} does not take {', '.join(unknown)}; it takes {', '.join(required + optional)}"
+        )
+    if scaling_args.get("factor") is not None:
+        check_positive_float("factor", scaling_args["factor"])
+    if "original_max_position_embeddings" in scaling_args:
+        check_positive_int(
+            "original_max_position_embeddings", scaling_args["original_max_position_embeddings"]
+        )
+    if scaling in ("ntk", "dynamic") and rotary_dim < 4:
+        raise ValueError(
+            f"scaling {scaling!r} needs rotary_dim ≥ 4 (it raises base to r/(r−2)), got {rotary_dim}"
+        )
+    return SCALINGS[scaling](rotary_dim, base, **scaling_args)
+
+
+def rope_cos_sin(
+    positions: torch.Tensor | int,
+    inv_freq: torch.Tensor,
+    *,
+    dtype: torch.dtype = torch.float32,
+    attention_factor: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of pos·θ_k (times ``attention_factor``), exact from integer positions, cast once.
+
+    The angle is reduced modulo 2π exactly (:mod:`posenc.functional.angles`) from the float64
+    frequencies, so float32 values are within one rounding of the exact ones at any position < 2^27.
+
+    Args:
+        positions: integer positions ``[s]`` or ``[b, s]`` (or an int length).
+        inv_freq: frequencies ``[r/2]`` (any float dtype; used as float64).
+
+    Returns:
+        ``(cos, sin)``, each ``[..., s, r/2]`` in ``dtype``.
+    """
+    positions = as_positions(positions)
+    if not isinstance(inv_freq, torch.Tensor) or inv_freq.dim() != 1:
+        raise ValueError(f"inv_freq must be a 1-d tensor [r/2], got {getattr(inv_freq, 'shape', inv_freq)}")
+    cos, sin = exact_cos_sin(positions, split_frequencies(inv_freq.to(torch.float64)))  # [..., r/2] float64
+    if attention_factor != 1.0:
+        cos, sin = cos * attention_factor, sin * attention_factor
+    return cos.to(dtype), sin.to(dtype)
+
+
+def _check_rotation(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, rotary_dim: int | None
+) -> int:
+    check_choice("layout", layout, LAYOUTS)
+    width = x.shape[-1]
+    rotary_dim = width if rotary_dim is None else check_even_positive_int("rotary_dim", rotary_dim)
+    if rotary_dim > width or rotary_dim % 2:
+        raise ValueError(f"rotary_dim must be even and at most the head width {width}, got {rotary_dim}")
+    if cos.shape != sin.shape:
+        raise ValueError(
+            f"cos and sin must have the same shape, got {tuple(cos.shape)} and {tuple(sin.shape)}"
+        )
+    if cos.shape[-1] != rotary_dim // 2:
+        raise ValueError(
+            f"cos and sin must hold rotary_dim/2 = {rotary_dim // 2} frequencies, got {cos.shape[-1]}"
+        )
+    if cos.dim() not in (2, 3) or cos.shape[-2] != x.shape[-2]:
+        raise ValueError(
+            f"cos and sin must be [s, r/2] or [b, s, r/2] with s = {x.shape[-2]} to match x of shape "
+            f"{tuple(x.shape)}, got {tuple(cos.shape)}"
+        )
+    return rotary_dim
+
+
+def apply_rope(
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    *,
+    layout: str = "half",
+    rotary_dim: int | None = None,
+) -> torch.Tensor:
+    """Rotate the first ``rotary_dim`` channels of x by the angles whose cos/sin are given.
+
+    Args:
+        x: ``[b, h, s, d]`` (or ``[..., s, d]``).
+        cos, sin: ``[s, r/2]`` or ``[b, s, r/2]`` from :func:`rope_cos_sin`.
+        layout: ``"half"`` pairs (k, k + r/2); ``"interleaved"`` pairs (2k, 2k+1).
+        rotary_dim: rotated channels r (default: all d); the other d − r pass through.
+
+    Returns:
+        Rotated x, same shape and dtype; the product is taken in x's dtype, like the models do.
+    """
+    rotary_dim = _check_rotation(x, cos, sin, layout, rotary_dim)
+    if cos.dim() == 3 and x.dim() == 4:
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # [b, 1, s, r/2]: shared by the heads
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    rotary, rest = x[..., :rotary_dim], x[..., rotary_dim:]
+    if layout == "half":
+        first, second = rotary.chunk(2, dim=-1)  # [..., r/2] each
+        rotated = torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1)
+    else:
+        even, odd = rotary[..., 0::2], rotary[..., 1::2]  # [..., r/2] each
+        rotated = torch.stack((even * cos - odd * sin, odd * cos + even * sin), dim=-1).flatten(-2)
+    return torch.cat((rotated, rest), dim=-1) if rest.shape[-1] else rotated
+
+
+def interleaved_to_half_permutation(rotary_dim: int, head_dim: int | None = None) -> torch.Tensor:
+    """Channel order that turns an interleaved head into a half-split one: ``half = inter[..., perm]``.
+
+    Pair k sits at (2k, 2k+1) interleaved and at (k, k + r/2) half-split; channels past r stay.
+    """
+    rotary_dim = check_even_positive_int("rotary_dim", rotary_dim)
+    head_dim = rotary_dim if head_dim is None else check_positive_int("head_dim", head_dim)
+    if rotary_dim > head_dim:
+        raise ValueError(f"rotary_dim must be at most head_dim {head_dim}, got {rotary_dim}")
+    pairs = torch.arange(rotary_dim).view(rotary_dim // 2, 2)  # [r/2, 2]: (2k, 2k+1)
+    return torch.cat((pairs[:, 0], pairs[:, 1], torch.arange(rotary_dim, head_dim)))
+
+
+def permute_qk_weight(
+    weight: torch.Tensor, n_heads: int, *, rotary_dim: int | None = None, to: str = "half"
+) -> torch.Tensor:
+    """Permute a q or k projection weight ``[n_heads·d, d_in]`` between layouts.
+
+    ``to="half"`` converts an interleaved checkpoint (GPT-J, Meta's LLaMA) for half-split RoPE
+    (transformers' LLaMA); ``to="interleaved"`` converts back. Attention outputs are unchanged:
+    the permutation is applied to both q and k, so q·k is a sum over the same pairs.
+    A bias ``[n_heads·d]`` is permuted by the same call.
+    """
+    n_heads = check_positive_int("n_heads", n_heads)
+    check_choice("to", to, LAYOUTS)
+    if weight.shape[0] % n_heads:
+        raise ValueError(f"weight rows {weight.shape[0]} are not divisible by n_heads={n_heads}")
+    head_dim = weight.shape[0] // n_heads
+    permutation = interleaved_to_half_permutation(head_dim if rotary_dim is None else rotary_dim, head_dim)
+    if to == "interleaved":
+        permutation = torch.argsort(permutation)
+    heads = weight.reshape(n_heads, head_dim, *weight.shape[1:])  # [h, d, ...]
+    return heads[:, permutation.to(weight.device)].reshape(weight.shape)
+
+
+def xpos_scale(
+    positions: torch.Tensor | int, rotary_dim: int, *, gamma: float = 0.4, scale_base: float = 512.0
+) -> torch.Tensor:
+    """xPos decay (Sun et al., 2022, https://arxiv.org/abs/2212.10554): ζ_k^(pos/scale_base), float64 ``[..., r/2]``.
+
+    ζ_k = (2k/r + γ)/(1 + γ). Queries are scaled by it and keys by its inverse, so q·k gains the
+    relative factor ζ_k^((m−n)/scale_base), decaying with distance. In float64 the scale stays
+    finite up to about |pos| = 2.9e5 (scale_base 512); positions are used as given, not centred.
+    """
+    rotary_dim = check_even_positive_int("rotary_dim", rotary_dim)
+    check_positive_float("scale_base", scale_base)
+    zeta = (_exponents(rotary_dim) + gamma) / (1 + gamma)  # [r/2]
+    positions = as_positions(positions).to(torch.float64)
+    return zeta ** (positions.unsqueeze(-1) / scale_base)  # [..., r/2]
