@@ -15,4 +15,5 @@ ENCODING_KWARGS = {
     "sinusoidal": {"d_model": 16},
     "learned": {"max_len": 64, "d_model": 16},
     "nope": {},
+    "rope": {"d_head": 16},
 }

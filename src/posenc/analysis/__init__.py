@@ -7,11 +7,26 @@ from posenc.analysis.dot_product import (
     gram_matrix,
     translation_invariance,
 )
+from posenc.analysis.precision import angle_error, float32_recipe
+from posenc.analysis.rotation import (
+    linear_map_residual,
+    norm_change,
+    relative_logit_deviation,
+    rotation_matrix,
+    sinusoidal_shift_matrix,
+)
 
 __all__ = [
     "DistanceSummary",
+    "angle_error",
     "closed_form_dot",
     "dot_by_distance",
+    "float32_recipe",
     "gram_matrix",
+    "linear_map_residual",
+    "norm_change",
+    "relative_logit_deviation",
+    "rotation_matrix",
+    "sinusoidal_shift_matrix",
     "translation_invariance",
 ]

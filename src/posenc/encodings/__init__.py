@@ -8,6 +8,7 @@ from posenc.encodings.additive import AdditiveEncoding
 from posenc.encodings.base import KINDS, PositionalEncoding, resolve_positions
 from posenc.encodings.learned import LearnedEncoding
 from posenc.encodings.nope import NoPE
+from posenc.encodings.rope import RotaryEncoding
 from posenc.encodings.sinusoidal import SinusoidalEncoding
 
 #: name -> encoding class; filled explicitly, one line per encoding.
@@ -15,6 +16,7 @@ ENCODINGS: dict[str, type[PositionalEncoding]] = {
     "sinusoidal": SinusoidalEncoding,
     "learned": LearnedEncoding,
     "nope": NoPE,
+    "rope": RotaryEncoding,
 }
 
 
@@ -59,6 +61,7 @@ __all__ = [
     "LearnedEncoding",
     "NoPE",
     "PositionalEncoding",
+    "RotaryEncoding",
     "SinusoidalEncoding",
     "available",
     "build",

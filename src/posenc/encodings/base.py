@@ -58,6 +58,19 @@ class PositionalEncoding(nn.Module):
 
     kind: str = "none"
     parameter_formula: str = "0"
+    #: Buffers derived from hyper-parameters and kept in float64: a dtype conversion of the module
+    #: (``.to(torch.bfloat16)``) empties them instead of rounding them; they are rebuilt on demand.
+    exact_buffers: tuple[str, ...] = ()
+
+    def _apply(self, fn, recurse=True):
+        super()._apply(fn, recurse)
+        for name in self.exact_buffers:
+            buffer = getattr(self, name)
+            if buffer.dtype != torch.float64:
+                setattr(
+                    self, name, torch.empty((0, *buffer.shape[1:]), dtype=torch.float64, device=buffer.device)
+                )
+        return self
 
     @staticmethod
     def count_parameters(max_len: int, d_model: int, n_heads: int) -> int:

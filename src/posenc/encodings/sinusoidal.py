@@ -15,7 +15,7 @@ class SinusoidalEncoding(AdditiveEncoding):
     No learned parameters. The table for positions 0 … n−1 is cached in float64 as a
     non-persistent buffer, grown on demand, and cast to the input's dtype once per call;
     ``module.to(torch.bfloat16)`` moves it but never rounds it (the buffer is rebuilt
-    exactly whenever a dtype conversion touches it). Negative positions, or positions
+    exactly after a dtype conversion touches it). Negative positions, or positions
     past the cache, are computed directly.
 
     Args:
@@ -25,6 +25,7 @@ class SinusoidalEncoding(AdditiveEncoding):
     """
 
     parameter_formula = "0"
+    exact_buffers = ("table",)
 
     def __init__(self, d_model: int, *, base: float = 10000.0, mode: str = "add") -> None:
         super().__init__(check_even_positive_int("d_model", d_model), mode=mode)
@@ -42,16 +43,6 @@ class SinusoidalEncoding(AdditiveEncoding):
             self._grow(int(positions.max()) + 1)
             return self.table[positions]  # [..., d_model]
         return sinusoidal_table(positions, self.d_model, base=self.base, dtype=torch.float64)
-
-    def _apply(self, fn, recurse=True):
-        # The table derives from hyper-parameters; a dtype conversion would round it, so rebuild it.
-        super()._apply(fn, recurse)
-        if self.table.dtype != torch.float64:
-            length = self.table.shape[0]
-            self.table = torch.empty(0, self.d_model, dtype=torch.float64, device=self.table.device)
-            if length:
-                self._grow(length)
-        return self
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, base={self.base}"

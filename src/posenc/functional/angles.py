@@ -94,13 +94,18 @@ def reduced_angles(positions: torch.Tensor, frequency_pieces: torch.Tensor) -> t
         raise ValueError(
             f"positions must satisfy |position| < 2^27 = {MAX_POSITION} for exact angles, got {largest}"
         )
+    return reduced_angles_unchecked(positions, frequency_pieces)
+
+
+def reduced_angles_unchecked(positions: torch.Tensor, frequency_pieces: torch.Tensor) -> torch.Tensor:
+    """:func:`reduced_angles` without the checks (no host synchronisation): tensor ops only, for
+    compiled graphs. Positions must be integers with |pos| < MAX_POSITION."""
     pos = positions.to(torch.float64).unsqueeze(-1)  # [..., 1], exact
     pieces = frequency_pieces.to(device=pos.device, dtype=torch.float64).T.contiguous()  # [P, f]
     # Whole turns from the float64 product pos·ω, within 1e-7 of the exact turn count, so the
     # result lands in [−π, π] up to that; |n| < 2^25, so every n·T_p is exact.
     turns = (pos * pieces.sum(dim=0)).mul_(_INV_TWO_PI).round_()  # [..., f]
-    head = pos * pieces[0]  # exact: 27 + 26 bits
-    angle = head.add_(turns, alpha=-_TWO_PI_PIECES[0])  # exact: its bits fit in 53
+    angle = (pos * pieces[0]).add_(turns, alpha=-_TWO_PI_PIECES[0])  # exact: its bits fit in 53
     # Each product below is exact (≤ 53 bits), so every update rounds once, at the sum.
     for p in range(1, pieces.shape[0]):
         angle.addcmul_(pos, pieces[p]).add_(turns, alpha=-_TWO_PI_PIECES[p])

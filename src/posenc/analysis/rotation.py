@@ -1,0 +1,90 @@
+"""Properties of rotary encodings as numbers: norms kept, logits relative, shifts linear (seed 004 §2.2, §4.3)."""
+
+from __future__ import annotations
+
+import torch
+
+from posenc._validation import check_choice, check_int
+from posenc.encodings.base import PositionalEncoding
+from posenc.functional.angles import reduced_angles, split_frequencies
+from posenc.functional.rope import LAYOUTS
+
+
+def rotation_matrix(
+    angles: torch.Tensor, *, layout: str = "interleaved", width: int | None = None
+) -> torch.Tensor:
+    """The block-diagonal rotation R for angles ``[..., r/2]`` as a matrix ``[..., w, w]`` (w ≥ r).
+
+    Pair k occupies channels (2k, 2k+1) for ``"interleaved"`` and (k, k + r/2) for ``"half"``;
+    channels past r are left unchanged (identity), as in partial rotary.
+    """
+    check_choice("layout", layout, LAYOUTS)
+    half = angles.shape[-1]
+    rotary = 2 * half
+    width = rotary if width is None else width
+    first = torch.arange(0, rotary, 2) if layout == "interleaved" else torch.arange(half)
+    second = first + 1 if layout == "interleaved" else first + half
+    matrix = torch.eye(width, dtype=angles.dtype).expand(*angles.shape[:-1], width, width).clone()
+    cos, sin = torch.cos(angles), torch.sin(angles)
+    matrix[..., first, first] = cos
+    matrix[..., first, second] = -sin
+    matrix[..., second, first] = sin
+    matrix[..., second, second] = cos
+    return matrix
+
+
+def sinusoidal_shift_matrix(offset: int, frequencies: torch.Tensor) -> torch.Tensor:
+    """M_k with PE(pos + k) = M_k · PE(pos) for the sinusoidal code (sin at 2i, cos at 2i+1), ``[d, d]``.
+
+    [sin(a+b), cos(a+b)] = [[cos b, sin b], [−sin b, cos b]] · [sin a, cos a], b = k·ω_i.
+    """
+    offset = check_int("offset", offset)
+    angles = reduced_angles(
+        torch.tensor(-offset), split_frequencies(frequencies.to(torch.float64))
+    )  # exact −b
+    return rotation_matrix(angles)  # the transpose of the rotation by b
+
+
+def linear_map_residual(table: torch.Tensor, offset: int, frequencies: torch.Tensor) -> float:
+    """max |PE(pos + k) − M_k · PE(pos)| over a sinusoidal table ``[T, d]`` (0 at float64 rounding)."""
+    table = table.to(torch.float64)  # [T, d]
+    shift = sinusoidal_shift_matrix(offset, frequencies)  # [d, d]
+    return float((table[offset:] - table[:-offset] @ shift.T).abs().max())
+
+
+def relative_logit_deviation(
+    encoding: PositionalEncoding,
+    *,
+    d_head: int,
+    seq_len: int = 64,
+    shifts: tuple[int, ...] = (1, 17, 1000, 123_457),
+    n_heads: int = 2,
+    dtype: torch.dtype = torch.float64,
+    seed: int = 0,
+) -> float:
+    """max |q'·k' at positions + Δ − q'·k' at positions| over random q, k and the shifts Δ.
+
+    Measured through the encoding's own ``rotate`` hook: 0 (at rounding) when q·k depends only
+    on m − n, as RoPE claims; large when the rotation depends on absolute position.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(1, n_heads, seq_len, d_head, generator=generator, dtype=dtype)  # [b, h, s, d]
+    k = torch.randn(1, n_heads, seq_len, d_head, generator=generator, dtype=dtype)
+    positions = torch.arange(seq_len)
+
+    def logits(offset: int) -> torch.Tensor:
+        q_rot, k_rot = encoding.rotate(q, k, positions + offset, positions + offset)
+        return q_rot @ k_rot.transpose(-1, -2)  # [b, h, i, j]
+
+    base = logits(0)
+    return max(float((logits(shift) - base).abs().max()) for shift in shifts)
+
+
+def norm_change(
+    encoding: PositionalEncoding, *, d_head: int, seq_len: int = 64, dtype=torch.float64, seed: int = 0
+) -> float:
+    """max | ‖rotate(x)‖ − ‖x‖ | over random vectors at positions 0 … seq_len−1 (0 for a rotation)."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(1, 2, seq_len, d_head, generator=generator, dtype=dtype)
+    rotated, _ = encoding.rotate(x, x)
+    return float((rotated.norm(dim=-1) - x.norm(dim=-1)).abs().max())

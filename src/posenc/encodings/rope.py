@@ -1,0 +1,167 @@
+"""Rotary position embedding as a module: rotates queries and keys, leaves embeddings and scores alone."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+
+from posenc._validation import check_choice, check_even_positive_int, check_positive_float, check_positive_int
+from posenc.encodings.base import PositionalEncoding, resolve_positions
+from posenc.functional.angles import MAX_POSITION, reduced_angles_unchecked, split_frequencies
+from posenc.functional.rope import LAYOUTS, apply_rope, rope_cos_sin, rope_inv_freq, xpos_scale
+
+
+class RotaryEncoding(PositionalEncoding):
+    """RoPE (Su et al., 2021, https://arxiv.org/abs/2104.09864) with every scaling, both layouts, partial rotary.
+
+    cos/sin for positions 0 … n−1 are cached in float64 as non-persistent buffers, grown on demand
+    and cast to the input dtype once per call; a dtype conversion of the module empties the cache
+    instead of rounding it. Positions are ``[s]`` or ``[b, s]`` (a KV-cache offset, left padding and
+    packed sequences are all just positions).
+
+    Dynamic NTK (``scaling="dynamic"``) recomputes the frequencies for the longest position in each
+    call once it passes ``original_max_position_embeddings``. Keys rotated in an earlier call (a KV
+    cache holding rotated keys) keep the frequencies they were rotated with, so new queries meet old
+    keys at a different base and q·k is no longer a function of m − n alone; this is how the models
+    using it behave. Cache unrotated keys, or use a static scaling, where that matters.
+
+    Args:
+        d_head: head width d.
+        rotary_dim: rotated channels r (default d; GPT-NeoX uses d/4).
+        base: ``rope_theta``.
+        layout: ``"half"`` (LLaMA/GPT-NeoX in transformers) or ``"interleaved"`` (GPT-J, Meta's LLaMA).
+        scaling: None or ``linear | ntk | dynamic | yarn | llama3 | longrope``.
+        scaling_args: the scaling's ``rope_scaling`` keys, e.g. ``{"factor": 8.0, ...}``.
+        xpos: scale queries by ζ^(pos/xpos_scale_base) and keys by its inverse (xPos).
+        xpos_scale_base: xPos's scale base (512).
+    """
+
+    kind = "rotary"
+    parameter_formula = "0"
+    exact_buffers = ("cos_cached", "sin_cached")
+
+    def __init__(
+        self,
+        d_head: int,
+        *,
+        rotary_dim: int | None = None,
+        base: float = 10000.0,
+        layout: str = "half",
+        scaling: str | None = None,
+        scaling_args: Mapping | None = None,
+        xpos: bool = False,
+        xpos_scale_base: float = 512.0,
+    ) -> None:
+        super().__init__()
+        self.d_head = check_positive_int("d_head", d_head)
+        self.rotary_dim = (
+            self.d_head if rotary_dim is None else check_even_positive_int("rotary_dim", rotary_dim)
+        )
+        if self.rotary_dim > self.d_head or self.rotary_dim % 2:
+            raise ValueError(
+                f"rotary_dim must be even and at most d_head={self.d_head}, got {self.rotary_dim}"
+            )
+        self.base = check_positive_float("base", base)
+        self.layout = check_choice("layout", layout, LAYOUTS)
+        self.scaling = scaling
+        self.scaling_args = dict(scaling_args or {})
+        self.xpos = bool(xpos)
+        self.xpos_scale_base = check_positive_float("xpos_scale_base", xpos_scale_base)
+        inv_freq, self.attention_factor = rope_inv_freq(
+            self.rotary_dim, base=self.base, scaling=scaling, **self.scaling_args
+        )
+        self.register_buffer("inv_freq_pieces", split_frequencies(inv_freq), persistent=False)  # [r/2, 4] f64
+        half = self.rotary_dim // 2
+        self.register_buffer("cos_cached", torch.empty(0, half, dtype=torch.float64), persistent=False)
+        self.register_buffer("sin_cached", torch.empty(0, half, dtype=torch.float64), persistent=False)
+
+    @property
+    def inv_freq(self) -> torch.Tensor:
+        """The frequencies θ_k in float64 ``[r/2]`` (before any dynamic rescaling)."""
+        return self.inv_freq_pieces.sum(dim=-1)
+
+    def _apply(self, fn, recurse=True):
+        super()._apply(fn, recurse)
+        if self.inv_freq_pieces.dtype != torch.float64:  # rebuilt exactly, never rounded
+            inv_freq, _ = rope_inv_freq(
+                self.rotary_dim, base=self.base, scaling=self.scaling, **self.scaling_args
+            )
+            self.inv_freq_pieces = split_frequencies(inv_freq).to(self.inv_freq_pieces.device)
+        return self
+
+    def _dynamic_length(self) -> int | None:
+        return self.scaling_args["original_max_position_embeddings"] if self.scaling == "dynamic" else None
+
+    def cos_sin(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """float64 cos and sin ``[..., s, r/2]`` for integer positions ``[...]``, times the attention factor."""
+        if torch.compiler.is_compiling():
+            if self.scaling == "dynamic":
+                raise ValueError(
+                    "scaling='dynamic' picks its frequencies from the longest position, a host value; "
+                    "it runs eagerly but not inside torch.compile (use a static scaling there)"
+                )
+            # Tensor ops only: no cache growth (a host sync) inside a compiled graph.
+            angle = reduced_angles_unchecked(positions, self.inv_freq_pieces)
+            return torch.cos(angle) * self.attention_factor, torch.sin(angle) * self.attention_factor
+        smallest, largest = int(positions.min()), int(positions.max())
+        if smallest < 0 or largest >= MAX_POSITION:
+            raise ValueError(
+                f"positions must lie in 0 … 2^27 − 1, got {smallest if smallest < 0 else largest}"
+            )
+        length = self._dynamic_length()
+        if length is not None and largest >= length:
+            inv_freq, _ = rope_inv_freq(
+                self.rotary_dim,
+                base=self.base,
+                scaling="dynamic",
+                **(self.scaling_args | {"seq_len": largest + 1}),
+            )
+            return rope_cos_sin(positions, inv_freq.to(positions.device), dtype=torch.float64)
+        if largest >= self.cos_cached.shape[0]:
+            self._grow(max(largest + 1, 2 * self.cos_cached.shape[0]))
+        return self.cos_cached[positions], self.sin_cached[positions]
+
+    def _grow(self, length: int) -> None:
+        positions = torch.arange(length, device=self.cos_cached.device)
+        angle = reduced_angles_unchecked(positions, self.inv_freq_pieces)  # [n, r/2]
+        self.cos_cached = torch.cos(angle) * self.attention_factor
+        self.sin_cached = torch.sin(angle) * self.attention_factor
+
+    def _rotate_one(self, x: torch.Tensor, positions: torch.Tensor, sign: float) -> torch.Tensor:
+        cos, sin = self.cos_sin(positions)  # [s, r/2] or [b, s, r/2], float64
+        if self.xpos:
+            scale = xpos_scale(positions, self.rotary_dim, scale_base=self.xpos_scale_base) ** sign
+            cos, sin = cos * scale, sin * scale
+        return apply_rope(x, cos.to(x.dtype), sin.to(x.dtype), layout=self.layout, rotary_dim=self.rotary_dim)
+
+    def rotate(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotate q ``[b, h, i, d]`` and k ``[b, h_kv, j, d]``.
+
+        Default positions: keys 0 … j−1; queries the last i of those (j−i … j−1), as in decoding.
+        """
+        for name, x in (("q", q), ("k", k)):
+            if x.dim() != 4 or x.shape[-1] != self.d_head:
+                raise ValueError(
+                    f"{name} must have shape [b, h, s, d_head={self.d_head}], got {tuple(x.shape)}"
+                )
+        k_len, q_len = k.shape[2], q.shape[2]
+        if k_positions is None:
+            k_positions = torch.arange(k_len, device=k.device)
+        if q_positions is None:
+            start = k_len - q_len if q_len <= k_len else 0
+            q_positions = torch.arange(start, start + q_len, device=q.device)
+        q_positions = resolve_positions(q_positions, q, seq_dim=2)
+        k_positions = resolve_positions(k_positions, k, seq_dim=2)
+        return self._rotate_one(q, q_positions, 1.0), self._rotate_one(k, k_positions, -1.0)
+
+    def extra_repr(self) -> str:
+        scaling = f", scaling={self.scaling!r}, scaling_args={self.scaling_args}" if self.scaling else ""
+        xpos = f", xpos=True, xpos_scale_base={self.xpos_scale_base}" if self.xpos else ""
+        return f"d_head={self.d_head}, rotary_dim={self.rotary_dim}, base={self.base}, layout={self.layout!r}{scaling}{xpos}"
