@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from posenc._validation import check_choice, check_int
+from posenc._validation import check_choice, check_even_positive_int, check_int, check_positive_float
 from posenc.encodings.base import PositionalEncoding
-from posenc.functional.angles import reduced_angles, split_frequencies
+from posenc.functional.angles import reduced_angles
 from posenc.functional.rope import LAYOUTS
+from posenc.functional.sinusoidal import sinusoidal_frequency_pieces
 
 
 def rotation_matrix(
@@ -33,22 +34,25 @@ def rotation_matrix(
     return matrix
 
 
-def sinusoidal_shift_matrix(offset: int, frequencies: torch.Tensor) -> torch.Tensor:
+def sinusoidal_shift_matrix(offset: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
     """M_k with PE(pos + k) = M_k · PE(pos) for the sinusoidal code (sin at 2i, cos at 2i+1), ``[d, d]``.
 
-    [sin(a+b), cos(a+b)] = [[cos b, sin b], [−sin b, cos b]] · [sin a, cos a], b = k·ω_i.
+    [sin(a+b), cos(a+b)] = [[cos b, sin b], [−sin b, cos b]] · [sin a, cos a], b = k·ω_i, built from
+    the same exact frequencies and angle reduction as the table.
     """
     offset = check_int("offset", offset)
-    angles = reduced_angles(
-        torch.tensor(-offset), split_frequencies(frequencies.to(torch.float64))
-    )  # exact −b
-    return rotation_matrix(angles)  # the transpose of the rotation by b
+    pieces = sinusoidal_frequency_pieces(
+        check_even_positive_int("d_model", d_model), check_positive_float("base", base)
+    )
+    return rotation_matrix(
+        reduced_angles(torch.tensor(-offset), pieces)
+    )  # the transpose of the rotation by b
 
 
-def linear_map_residual(table: torch.Tensor, offset: int, frequencies: torch.Tensor) -> float:
+def linear_map_residual(table: torch.Tensor, offset: int, base: float = 10000.0) -> float:
     """max |PE(pos + k) − M_k · PE(pos)| over a sinusoidal table ``[T, d]`` (0 at float64 rounding)."""
     table = table.to(torch.float64)  # [T, d]
-    shift = sinusoidal_shift_matrix(offset, frequencies)  # [d, d]
+    shift = sinusoidal_shift_matrix(offset, table.shape[-1], base)  # [d, d]
     return float((table[offset:] - table[:-offset] @ shift.T).abs().max())
 
 
