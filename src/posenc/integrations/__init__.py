@@ -1,0 +1,1 @@
+"""Bridges that put posenc's exact encodings inside other libraries' models."""
