@@ -67,10 +67,17 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--out", type=Path, default=None, help="write the flat-line plot to this PNG")
 
     bench = commands.add_parser("bench", help="time posenc against its baselines in one process")
-    bench.add_argument("name", choices=["sinusoidal"], help="what to benchmark")
-    bench.add_argument("--length", type=int, default=4096, help="positions (default 4096)")
-    bench.add_argument("--d-model", type=int, default=512, help="code width (default 512)")
-    bench.add_argument("--rounds", type=int, default=15, help="alternating rounds (default 15)")
+    bench.add_argument("name", choices=["sinusoidal", "rope"], help="what to benchmark")
+    bench.add_argument("--length", type=int, default=4096, help="positions (sinusoidal; default 4096)")
+    bench.add_argument("--d-model", type=int, default=512, help="code width (sinusoidal; default 512)")
+    bench.add_argument(
+        "--rounds", type=int, default=None, help="alternating rounds (default 15 for sinusoidal, 41 for rope)"
+    )
+    bench.add_argument(
+        "--no-compile",
+        action="store_true",
+        help="rope: leave out the torch.compile candidates (they compile first)",
+    )
     bench.add_argument("--json", type=Path, default=None, help="also write the results to this JSON file")
     return parser
 
@@ -199,11 +206,14 @@ def _print_verify(result: dict, *, pairs: bool, out: Path | None) -> None:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.name == "rope":
+        return _bench_rope(args)
     from rich.console import Console
     from rich.table import Table
 
     from posenc.bench import sinusoidal
 
+    args.rounds = 15 if args.rounds is None else args.rounds
     result = sinusoidal.run(args.length, args.d_model, args.rounds)
     console = Console()
     table = Table(
@@ -227,6 +237,55 @@ def _bench(args: argparse.Namespace) -> int:
     for name, error in result["max_abs_error_at_positions_up_to_2^21"].items():
         errors.add_row(name, f"{error:.2e}")
     console.print(errors)
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+def _bench_rope(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from posenc.bench import rope
+
+    rounds = 41 if args.rounds is None else args.rounds
+    result = rope.run(rounds=rounds, compile=not args.no_compile)
+    console = Console()
+    console.print(
+        f"RoPE on q and k, {result['threads']} threads, median of {rounds} alternating rounds, "
+        f"malloc: {escape(result['malloc'])}"
+    )
+    groups: dict[tuple, list[dict]] = {}
+    for case in result["cases"]:
+        groups.setdefault((tuple(case["shape"]), case["dtype"], case["layout"]), []).append(case)
+    for (shape, dtype, layout), entries in groups.items():
+        table = Table(title=f"(b, h, s, d) = {'×'.join(map(str, shape))}, {dtype}, {layout}")
+        table.add_column("candidate")
+        for entry in entries:
+            table.add_column(f"{entry['cache']} cache: median (range) ms", justify="right")
+            table.add_column("× clone", justify="right")
+        rows: dict[str, list[str]] = {}
+        for entry in entries:
+            for t in entry["timings"]:
+                rows.setdefault(t["name"], []).extend(
+                    [f"{t['median_ms']:.2f} ({t['min_ms']:.2f}–{t['max_ms']:.2f})", f"{t['vs_clone']:.2f}"]
+                )
+        for name, cells in rows.items():
+            table.add_row(escape(name), *cells)
+        for name, why in entries[0]["not_timed"].items():
+            table.add_row(escape(name), escape(f"n/a: {why}"), *[""] * (2 * len(entries) - 1))
+        console.print(table)
+    for cache, meaning in result["caches"].items():
+        console.print(escape(f"{cache} cache: {meaning}"))
+    console.print(escape(f"C kernel: {result['native_kernel']}"))
+    for key, goal in result["goal"].items():
+        verdict = "[green]met[/green]" if goal["met"] else "[red]not met[/red]"
+        console.print(
+            f"goal ≤ {result['goal_vs_clone']}× clone, {escape(key)}: {verdict} "
+            f"({goal['out_of_place']:.2f}×; in place {goal['in_place']:.2f}×)"
+        )
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2))

@@ -9,7 +9,8 @@ import torch
 from posenc._validation import check_choice, check_even_positive_int, check_positive_float, check_positive_int
 from posenc.encodings.base import PositionalEncoding, resolve_positions
 from posenc.functional.angles import MAX_POSITION, reduced_angles_unchecked, split_frequencies
-from posenc.functional.rope import LAYOUTS, apply_rope, rope_cos_sin, rope_inv_freq, xpos_scale
+from posenc.functional.rope import LAYOUTS, rope_cos_sin, rope_inv_freq, xpos_scale
+from posenc.kernels.rope_cpu import apply_rope_cpu
 
 
 class RotaryEncoding(PositionalEncoding):
@@ -133,7 +134,9 @@ class RotaryEncoding(PositionalEncoding):
         if self.xpos:
             scale = xpos_scale(positions, self.rotary_dim, scale_base=self.xpos_scale_base) ** sign
             cos, sin = cos * scale, sin * scale
-        return apply_rope(x, cos.to(x.dtype), sin.to(x.dtype), layout=self.layout, rotary_dim=self.rotary_dim)
+        # One pass on CPU (C kernel; float32 inside for bfloat16, rounded once); apply_rope under
+        # autograd, torch.compile and on other devices.
+        return apply_rope_cpu(x, cos, sin, layout=self.layout, rotary_dim=self.rotary_dim)
 
     def rotate(
         self,
