@@ -16,4 +16,7 @@ ENCODING_KWARGS = {
     "learned": {"max_len": 64, "d_model": 16},
     "nope": {},
     "rope": {"d_head": 16},
+    "alibi": {"n_heads": 4},
+    "t5": {"n_heads": 4},
+    "swin": {"n_heads": 4, "window": 7},
 }

@@ -6,6 +6,7 @@ import inspect
 
 from posenc.encodings.additive import AdditiveEncoding
 from posenc.encodings.base import KINDS, PositionalEncoding, resolve_positions
+from posenc.encodings.bias import ALiBi, BiasEncoding, SwinRelativeBias, T5RelativeBias
 from posenc.encodings.learned import LearnedEncoding
 from posenc.encodings.nope import NoPE
 from posenc.encodings.rope import RotaryEncoding
@@ -17,6 +18,9 @@ ENCODINGS: dict[str, type[PositionalEncoding]] = {
     "learned": LearnedEncoding,
     "nope": NoPE,
     "rope": RotaryEncoding,
+    "alibi": ALiBi,
+    "t5": T5RelativeBias,
+    "swin": SwinRelativeBias,
 }
 
 
@@ -55,7 +59,11 @@ def build(name: str, **kwargs) -> PositionalEncoding:
 
 
 __all__ = [
+    "ALiBi",
+    "BiasEncoding",
     "ENCODINGS",
+    "SwinRelativeBias",
+    "T5RelativeBias",
     "KINDS",
     "AdditiveEncoding",
     "LearnedEncoding",

@@ -99,8 +99,18 @@ class PositionalEncoding(nn.Module):
         """Additive attention-score bias ``[h, i, j]`` or ``[b, h, i, j]``, or None."""
         return None
 
-    def score_mod(self, q_offset: int = 0, kv_offset: int = 0) -> Callable | None:
-        """A ``flex_attention`` score_mod computing the bias inside the kernel, or None."""
+    def score_mod(
+        self,
+        q_offset: int = 0,
+        kv_offset: int = 0,
+        *,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+    ) -> Callable | None:
+        """A ``flex_attention`` score_mod computing the bias inside the kernel, or None.
+
+        Positions are ``q_positions`` / ``k_positions`` when given, else index + offset.
+        """
         return None
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:

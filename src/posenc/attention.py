@@ -1,0 +1,237 @@
+"""Multi-head attention that takes any positional encoding through one interface.
+
+Every encoding is asked the same three questions on every call: ``rotate`` q and k (RoPE),
+``bias`` the scores (ALiBi, T5, Swin) or, for the flex backend, ``score_mod``. Additive
+encodings act on the embeddings before attention and answer with identities here.
+
+Backends, all computing softmax(q·kᵀ/√d + bias + mask)·v:
+
+- ``"eager"``: explicit float32 scores and softmax; the reference.
+- ``"sdpa"``: ``scaled_dot_product_attention`` with the bias (and mask) as a float ``attn_mask``.
+- ``"flex"``: compiled ``flex_attention`` with the encoding's ``score_mod`` and a causal block mask,
+  so no s×s tensor is built. torch has no flex_attention backward on CPU, so where gradients are
+  needed on CPU the same score_mod is evaluated on broadcast index grids (scores materialised).
+
+Notation used for tensor shapes: b batch, s sequence, h heads, h_kv key/value heads, d head width,
+i / j query / key positions.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from posenc._validation import check_choice, check_positive_int
+from posenc.encodings import PositionalEncoding, build
+from posenc.encodings.base import resolve_positions
+
+BACKENDS = ("eager", "sdpa", "flex")
+
+
+@dataclass
+class KVCache:
+    """Keys (already rotated), values and key positions seen so far, for one attention layer."""
+
+    keys: torch.Tensor | None = None  # [b, h_kv, t, d]
+    values: torch.Tensor | None = None  # [b, h_kv, t, d]
+    positions: torch.Tensor | None = None  # [t] or [b, t]
+    length: int = field(default=0)
+
+    def append(self, keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor) -> None:
+        if self.keys is None:
+            self.keys, self.values, self.positions = keys, values, positions
+        else:
+            if positions.dim() != self.positions.dim():  # one of them per batch row: align both
+                batch = keys.shape[0]
+                self.positions = (
+                    self.positions.expand(batch, -1) if self.positions.dim() == 1 else self.positions
+                )
+                positions = positions.expand(batch, -1) if positions.dim() == 1 else positions
+            self.keys = torch.cat((self.keys, keys), dim=2)
+            self.values = torch.cat((self.values, values), dim=2)
+            self.positions = torch.cat((self.positions, positions), dim=-1)
+        self.length = self.keys.shape[2]
+
+
+@functools.lru_cache(maxsize=1)
+def _compiled_flex():
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention, dynamic=False)
+
+
+@functools.lru_cache(maxsize=64)
+def _causal_block_mask(q_len: int, k_len: int, device: str):
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    offset = k_len - q_len  # queries are the last q_len of the keys' sequence
+
+    def causal(b, h, q_idx, kv_idx):
+        return q_idx + offset >= kv_idx
+
+    return create_block_mask(causal, None, None, q_len, k_len, device=device)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention (optionally grouped-query) with a positional encoding's hooks.
+
+    Args:
+        d_model: model width.
+        n_heads: query heads; d_head = d_model / n_heads.
+        n_kv_heads: key/value heads for grouped-query attention (default n_heads); divides n_heads.
+        encoding: a ``PositionalEncoding`` (shared with other layers if the caller passes the same
+            instance) or None for none.
+        backend: ``"eager" | "sdpa" | "flex"``.
+        causal: mask keys after each query (decoders); False for encoders.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        n_kv_heads: int | None = None,
+        encoding: PositionalEncoding | None = None,
+        backend: str = "sdpa",
+        causal: bool = True,
+    ) -> None:
+        super().__init__()
+        self.d_model = check_positive_int("d_model", d_model)
+        self.n_heads = check_positive_int("n_heads", n_heads)
+        self.n_kv_heads = self.n_heads if n_kv_heads is None else check_positive_int("n_kv_heads", n_kv_heads)
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
+        if n_heads % self.n_kv_heads:
+            raise ValueError(f"n_kv_heads={self.n_kv_heads} must divide n_heads={n_heads}")
+        self.d_head = d_model // n_heads
+        self.backend = check_choice("backend", backend, BACKENDS)
+        self.causal = bool(causal)
+        self.encoding = build("nope") if encoding is None else encoding
+        _check_encoding(self.encoding, self.n_heads, self.backend)
+        self.q_proj = nn.Linear(d_model, self.n_heads * self.d_head, bias=False)
+        self.k_proj = nn.Linear(d_model, self.n_kv_heads * self.d_head, bias=False)
+        self.v_proj = nn.Linear(d_model, self.n_kv_heads * self.d_head, bias=False)
+        self.out_proj = nn.Linear(self.n_heads * self.d_head, d_model, bias=False)
+
+    def forward(
+        self, x: torch.Tensor, positions: torch.Tensor | None = None, cache: KVCache | None = None
+    ) -> torch.Tensor:
+        """x ``[b, s, d_model]`` -> ``[b, s, d_model]``.
+
+        positions: ``[s]`` or ``[b, s]``; default continues the cache (``cache.length + arange(s)``).
+        cache: a ``KVCache`` to read earlier keys from and append this call's keys to.
+        """
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"x must have shape [b, s, d_model={self.d_model}], got {tuple(x.shape)}")
+        b, s, _ = x.shape
+        start = cache.length if cache is not None else 0
+        positions = resolve_positions(
+            torch.arange(start, start + s, device=x.device) if positions is None else positions, x, seq_dim=1
+        )
+        q = self.q_proj(x).view(b, s, self.n_heads, self.d_head).transpose(1, 2)  # [b, h, s, d]
+        k = self.k_proj(x).view(b, s, self.n_kv_heads, self.d_head).transpose(1, 2)  # [b, h_kv, s, d]
+        v = self.v_proj(x).view(b, s, self.n_kv_heads, self.d_head).transpose(1, 2)  # [b, h_kv, s, d]
+        q, k = self.encoding.rotate(q, k, positions, positions)
+        k_positions = positions
+        if cache is not None:
+            cache.append(k, v, positions)
+            k, v, k_positions = cache.keys, cache.values, cache.positions  # [b, h_kv, t, d], [t] / [b, t]
+        out = self.attend(q, k, v, positions, k_positions)  # [b, h, s, d]
+        return self.out_proj(out.transpose(1, 2).reshape(b, s, self.n_heads * self.d_head))
+
+    def attend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        q_positions: torch.Tensor,
+        k_positions: torch.Tensor,
+    ) -> torch.Tensor:
+        """softmax(q·kᵀ/√d + bias + mask)·v for q ``[b, h, i, d]``, k, v ``[b, h_kv, j, d]``."""
+        if self.backend == "flex":
+            return self._flex(q, k, v, q_positions, k_positions)
+        bias = self.encoding.bias(q_positions, k_positions)  # [(b,) h, i, j] or None
+        mask = self._mask(q.shape[2], k.shape[2], q.device)  # [i, j] bool or None
+        if self.backend == "sdpa":
+            attn_mask = _float_mask(bias, mask, q.dtype)
+            return F.scaled_dot_product_attention(
+                q, k, v, attn_mask=attn_mask, enable_gqa=self.n_kv_heads != self.n_heads
+            )
+        return self._eager(q, k, v, bias, mask)
+
+    def _mask(self, q_len: int, k_len: int, device) -> torch.Tensor | None:
+        if not self.causal:
+            return None
+        offset = k_len - q_len  # the queries are the last q_len positions of the key sequence
+        return torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(diagonal=offset)  # [i, j]
+
+    def _eager(self, q, k, v, bias, mask) -> torch.Tensor:
+        groups = self.n_heads // self.n_kv_heads
+        k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)  # [b, h, j, d]
+        scores = (q.float() @ k.float().transpose(-1, -2)) / self.d_head**0.5  # [b, h, i, j]
+        if bias is not None:
+            scores = scores + bias.float()
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return (scores.softmax(dim=-1) @ v.float()).to(q.dtype)
+
+    def _flex(self, q, k, v, q_positions, k_positions) -> torch.Tensor:
+        score_mod = self.encoding.score_mod(q_positions=q_positions, k_positions=k_positions)
+        needs_grad = torch.is_grad_enabled() and any(
+            t.requires_grad for t in (q, k, v, *self.encoding.parameters())
+        )
+        if needs_grad and q.device.type == "cpu":
+            return self._score_mod_reference(q, k, v, score_mod)
+        block_mask = _causal_block_mask(q.shape[2], k.shape[2], q.device.type) if self.causal else None
+        return _compiled_flex()(
+            q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=self.n_kv_heads != self.n_heads
+        )
+
+    def _score_mod_reference(self, q, k, v, score_mod) -> torch.Tensor:
+        """The score_mod evaluated on broadcast index grids: flex semantics with autograd on CPU,
+        where torch's flex_attention has no backward. Materialises the [b, h, i, j] scores."""
+        b, h, i, j = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
+        groups = self.n_heads // self.n_kv_heads
+        k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)  # [b, h, j, d]
+        scores = (q @ k.transpose(-1, -2)) / self.d_head**0.5  # [b, h, i, j]
+        if score_mod is not None:
+            grid = [torch.arange(n, device=q.device) for n in (b, h, i, j)]
+            b_idx, h_idx, q_idx, kv_idx = (
+                index.view(*[n if axis == dim else 1 for dim in range(4)])
+                for axis, (index, n) in enumerate(zip(grid, (b, h, i, j)))
+            )
+            scores = score_mod(scores, b_idx, h_idx, q_idx, kv_idx)
+        mask = self._mask(i, j, q.device)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return scores.softmax(dim=-1) @ v
+
+
+def _float_mask(
+    bias: torch.Tensor | None, mask: torch.Tensor | None, dtype: torch.dtype
+) -> torch.Tensor | None:
+    if mask is None:
+        return None if bias is None else bias.to(dtype)
+    blocked = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
+    return blocked if bias is None else bias.to(dtype) + blocked
+
+
+def _check_encoding(encoding: PositionalEncoding, n_heads: int, backend: str) -> None:
+    if not isinstance(encoding, PositionalEncoding):
+        raise TypeError(f"encoding must be a PositionalEncoding, got {type(encoding).__name__}")
+    heads = getattr(encoding, "n_heads", None)
+    if encoding.kind == "bias" and heads != n_heads:
+        raise ValueError(f"the encoding's bias has {heads} heads but attention has n_heads={n_heads}")
+    if backend == "flex" and encoding.kind == "bias" and encoding.score_mod() is None:
+        raise ValueError(
+            f"backend 'flex' needs a score_mod and {type(encoding).__name__} has none; use backend 'eager' or 'sdpa'"
+        )
+    if backend != "flex" and encoding.kind == "bias" and type(encoding).bias is PositionalEncoding.bias:
+        raise ValueError(
+            f"backend {backend!r} needs a materialised bias and {type(encoding).__name__} gives only a "
+            "score_mod; use backend 'flex'"
+        )

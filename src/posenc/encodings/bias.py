@@ -1,0 +1,219 @@
+"""Encodings that bias attention scores: ALiBi, T5's bucketed relative bias, Swin's 2-D window table.
+
+Each gives the same numbers two ways: ``bias(q_positions, k_positions)`` materialises ``[h, i, j]``
+(or ``[b, h, i, j]``) for eager/SDPA attention; ``score_mod(...)`` adds it inside
+``flex_attention``, one score at a time, with no s×s tensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from posenc._validation import as_positions, check_positive_float, check_positive_int
+from posenc.encodings.base import PositionalEncoding
+from posenc.functional.alibi import alibi_bias, alibi_slopes
+from posenc.functional.relative import swin_relative_index, swin_table_size, t5_relative_bucket
+
+
+def _positions(positions: torch.Tensor | None, offset: int) -> Callable:
+    """Index -> position inside a score_mod: the given positions ``[s]`` / ``[b, s]``, or index + offset."""
+    if positions is None:
+        return lambda b, index: index + offset
+    positions = as_positions(positions)
+    if positions.dim() == 1:
+        return lambda b, index: positions[index]
+    return lambda b, index: positions[b, index]
+
+
+class BiasEncoding(PositionalEncoding):
+    """Shared plumbing: ``relative_bias(q_pos, k_pos, h)`` scalar form -> both ``bias`` and ``score_mod``."""
+
+    kind = "bias"
+
+    def __init__(self, n_heads: int) -> None:
+        super().__init__()
+        self.n_heads = check_positive_int("n_heads", n_heads)
+
+    def score_mod(
+        self,
+        q_offset: int = 0,
+        kv_offset: int = 0,
+        *,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+    ) -> Callable:
+        """``score_mod(score, b, h, q_idx, kv_idx)`` for flex_attention adding this bias.
+
+        Query/key positions are ``q_positions[q_idx]`` (or ``[b, q_idx]``) when given, else
+        ``q_idx + q_offset`` (a KV-cache offset); the same for keys.
+        """
+        q_position, k_position = _positions(q_positions, q_offset), _positions(k_positions, kv_offset)
+
+        def score_mod(score, b, h, q_idx, kv_idx):
+            return score + self.pair_bias(q_position(b, q_idx), k_position(b, kv_idx), h).to(score.dtype)
+
+        return score_mod
+
+    def pair_bias(
+        self, q_position: torch.Tensor, k_position: torch.Tensor, head: torch.Tensor
+    ) -> torch.Tensor:
+        """The bias for one (query position, key position, head); tensor ops only (runs under vmap)."""
+        raise NotImplementedError
+
+
+class ALiBi(BiasEncoding):
+    """ALiBi (Press et al., 2022, https://arxiv.org/abs/2108.12409): score − m_h·(i − j), fixed slopes.
+
+    Args:
+        n_heads: attention heads; slopes follow the paper's rule for any count (as BLOOM).
+        symmetric: −m·|i − j| for bidirectional attention instead of the causal −m·(i − j).
+        bias_max: MPT's ``alibi_bias_max`` slope rule instead of the paper's (8 equals it for
+            power-of-two head counts).
+    """
+
+    parameter_formula = "0"
+
+    def __init__(self, n_heads: int, *, symmetric: bool = False, bias_max: float | None = None) -> None:
+        super().__init__(n_heads)
+        self.symmetric = bool(symmetric)
+        self.bias_max = None if bias_max is None else check_positive_float("bias_max", bias_max)
+        self.register_buffer(
+            "slopes", alibi_slopes(self.n_heads, bias_max=self.bias_max), persistent=False
+        )  # [h]
+
+    def _apply(self, fn, recurse=True):
+        super()._apply(fn, recurse)
+        self.slopes = alibi_slopes(self.n_heads, bias_max=self.bias_max).to(
+            self.slopes.device
+        )  # never rounded
+        return self
+
+    def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
+        return alibi_bias(q_positions, k_positions, self.slopes, symmetric=self.symmetric)
+
+    def pair_bias(self, q_position, k_position, head):
+        distance = (k_position - q_position).to(torch.float64)  # j − i
+        if self.symmetric:
+            distance = -distance.abs()
+        return self.slopes[head] * distance
+
+    def extra_repr(self) -> str:
+        return f"n_heads={self.n_heads}, symmetric={self.symmetric}, bias_max={self.bias_max}"
+
+
+class T5RelativeBias(BiasEncoding):
+    """T5's learned relative bias (Raffel et al., 2020, https://arxiv.org/abs/1910.10683).
+
+    A table ``[num_buckets, n_heads]`` indexed by the bucket of the key − query distance; exact for
+    small distances, logarithmic up to ``max_distance``, one shared bucket beyond. T5 computes it in
+    the first layer and shares it across layers; build one per layer for per-layer tables.
+    The table does not grow with sequence length: B·h parameters.
+
+    Args:
+        n_heads: attention heads.
+        num_buckets: B (32 in T5).
+        max_distance: distance from which every pair shares the last bucket (128 in T5).
+        bidirectional: separate buckets for keys before and after the query (encoders); False for decoders.
+        init_std: standard deviation of the table's normal initialisation.
+    """
+
+    parameter_formula = "B·h (B = num_buckets, 32 by default; independent of L)"
+
+    def __init__(
+        self,
+        n_heads: int,
+        *,
+        num_buckets: int = 32,
+        max_distance: int = 128,
+        bidirectional: bool = True,
+        init_std: float = 0.02,
+    ) -> None:
+        super().__init__(n_heads)
+        self.num_buckets, self.max_distance, self.bidirectional = (
+            num_buckets,
+            max_distance,
+            bool(bidirectional),
+        )
+        # Every distance beyond ±max_distance shares its side's last bucket, so a lookup over
+        # [−max_distance, max_distance] with clamped distances is exact (and runs under vmap).
+        distances = torch.arange(-max_distance, max_distance + 1)
+        lookup = t5_relative_bucket(
+            distances, bidirectional=self.bidirectional, num_buckets=num_buckets, max_distance=max_distance
+        )
+        self.register_buffer("bucket_lookup", lookup, persistent=False)  # [2·max_distance + 1]
+        self.table = nn.Parameter(
+            torch.randn(num_buckets, self.n_heads) * check_positive_float("init_std", init_std)
+        )
+
+    @staticmethod
+    def count_parameters(max_len: int, d_model: int, n_heads: int) -> int:
+        return 32 * n_heads
+
+    def buckets(self, relative_position: torch.Tensor) -> torch.Tensor:
+        clamped = relative_position.clamp(-self.max_distance, self.max_distance)
+        return self.bucket_lookup[clamped + self.max_distance]
+
+    def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
+        q_positions, k_positions = as_positions(q_positions), as_positions(k_positions)
+        relative = k_positions.unsqueeze(-2) - q_positions.unsqueeze(-1)  # [(b,) i, j]: key − query
+        values = self.table[self.buckets(relative)]  # [(b,) i, j, h]
+        return values.movedim(-1, -3)  # [(b,) h, i, j]
+
+    def pair_bias(self, q_position, k_position, head):
+        return self.table[self.buckets(k_position - q_position), head]
+
+    def extra_repr(self) -> str:
+        return (
+            f"n_heads={self.n_heads}, num_buckets={self.num_buckets}, max_distance={self.max_distance}, "
+            f"bidirectional={self.bidirectional}"
+        )
+
+
+class SwinRelativeBias(BiasEncoding):
+    """Swin's 2-D relative position bias (Liu et al., 2021, https://arxiv.org/abs/2103.14030).
+
+    A learned table ``[(2Wh−1)(2Ww−1), n_heads]`` indexed by the (dy, dx) offset of two tokens of a
+    Wh×Ww window; positions are the tokens' row-major indices 0 … Wh·Ww − 1 within the window.
+    """
+
+    parameter_formula = "(2W−1)²·h (W = window, 7 by default; independent of L)"
+
+    def __init__(self, n_heads: int, *, window: int | tuple[int, int] = 7, init_std: float = 0.02) -> None:
+        super().__init__(n_heads)
+        self.window = window
+        index = swin_relative_index(window)  # [N, N]
+        self.register_buffer("relative_index", index, persistent=False)
+        self.table = nn.Parameter(
+            torch.nn.init.trunc_normal_(
+                torch.empty(swin_table_size(window), self.n_heads),
+                std=check_positive_float("init_std", init_std),
+            )
+        )
+
+    @staticmethod
+    def count_parameters(max_len: int, d_model: int, n_heads: int) -> int:
+        return 13 * 13 * n_heads
+
+    def _check(self, positions: torch.Tensor) -> torch.Tensor:
+        positions = as_positions(positions)
+        tokens = self.relative_index.shape[0]
+        if int(positions.min()) < 0 or int(positions.max()) >= tokens:
+            raise ValueError(
+                f"Swin positions are token indices 0 … {tokens - 1} of a {self.window} window, "
+                f"got {int(positions.min()) if int(positions.min()) < 0 else int(positions.max())}"
+            )
+        return positions
+
+    def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
+        q_positions, k_positions = self._check(q_positions), self._check(k_positions)
+        index = self.relative_index[q_positions.unsqueeze(-1), k_positions.unsqueeze(-2)]  # [(b,) i, j]
+        return self.table[index].movedim(-1, -3)  # [(b,) h, i, j]
+
+    def pair_bias(self, q_position, k_position, head):
+        return self.table[self.relative_index[q_position, k_position], head]
+
+    def extra_repr(self) -> str:
+        return f"n_heads={self.n_heads}, window={self.window}"

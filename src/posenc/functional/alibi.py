@@ -1,0 +1,146 @@
+"""ALiBi attention biases (Press et al., 2022, https://arxiv.org/abs/2108.12409): a head-specific slope times distance.
+
+bias[h, i, j] = −m_h·(i − j)     causal form, query i, key j (keys j > i get a positive value;
+                                 causal attention masks them)
+bias[h, i, j] = −m_h·|i − j|     symmetric form, for bidirectional attention
+
+Two slope rules are in use:
+
+- the paper's (and BLOOM's): for the largest power of two n ≤ H, m_k = 2^(−8k/n), k = 1 … n; when the
+  head count H is not a power of two, the odd-indexed slopes of 2n, 2^(−8k/(2n)) for k = 1, 3, 5, …,
+  follow until there are H.
+- MPT's ``alibi_bias_max`` = B: for the smallest power of two n₂ ≥ H, m_k = 2^(−k·B/n₂), k = 1 … n₂;
+  when n₂ ≠ H the slopes are reordered as (m₂, m₄, …, m₁, m₃, …) and the first H kept.
+
+With B = 8 and a power-of-two head count both rules give the same slopes.
+
+Notation used for tensor shapes: b batch, h heads, i query positions, j key positions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+from posenc._validation import as_positions, check_int, check_positive_float, check_positive_int
+
+#: The paper's slope exponent: the slopes of n heads span 2^(−8/n) … 2^(−8).
+PAPER_BIAS_MAX = 8.0
+
+
+def _geometric_slopes(count: int, bias_max: float) -> torch.Tensor:
+    """2^(−k·bias_max/count) for k = 1 … count, float64 ``[count]``."""
+    k = torch.arange(1, count + 1, dtype=torch.float64)
+    return torch.exp2(-(k * bias_max) / count)
+
+
+def alibi_slopes(n_heads: int, *, bias_max: float | None = None) -> torch.Tensor:
+    """The ALiBi slope of each head (Press et al., 2022, https://arxiv.org/abs/2108.12409, §3).
+
+    Args:
+        n_heads: number of attention heads H, any positive count.
+        bias_max: ``None`` for the paper's rule (BLOOM's): 2^(−8k/n) for the largest power of two
+            n ≤ H, then the odd-indexed slopes of 2n. A number B for MPT's ``alibi_bias_max`` rule:
+            2^(−k·B/n₂) for the smallest power of two n₂ ≥ H, reordered (even-indexed k first)
+            and cut to H when n₂ ≠ H.
+
+    Returns:
+        float64 ``[n_heads]``, head 0 first.
+
+    Raises:
+        TypeError: non-integer ``n_heads``, non-numeric ``bias_max``.
+        ValueError: ``n_heads`` < 1, ``bias_max`` not positive and finite.
+    """
+    n_heads = check_positive_int("n_heads", n_heads)
+    if bias_max is None:
+        closest = 1 << (n_heads.bit_length() - 1)  # largest power of two ≤ n_heads
+        slopes = _geometric_slopes(closest, PAPER_BIAS_MAX)  # [closest]
+        if closest == n_heads:
+            return slopes
+        extra = _geometric_slopes(2 * closest, PAPER_BIAS_MAX)[0::2]  # k = 1, 3, 5, … of 2n
+        return torch.cat((slopes, extra[: n_heads - closest]))
+    bias_max = check_positive_float("bias_max", bias_max)
+    padded = 1 << (n_heads - 1).bit_length()  # smallest power of two ≥ n_heads
+    slopes = _geometric_slopes(padded, bias_max)  # [padded]
+    if padded == n_heads:
+        return slopes
+    return torch.cat((slopes[1::2], slopes[0::2]))[:n_heads]
+
+
+def _head_slopes(slopes: torch.Tensor | int, bias_max: float | None) -> torch.Tensor:
+    if isinstance(slopes, torch.Tensor):
+        if bias_max is not None:
+            raise ValueError(
+                "bias_max sets the slopes: pass a head count as slopes together with bias_max, "
+                f"not a slopes tensor (got bias_max={bias_max!r})"
+            )
+        if slopes.dim() != 1 or slopes.numel() == 0:
+            raise ValueError(f"slopes must be a 1-d tensor [h] with h ≥ 1, got shape {tuple(slopes.shape)}")
+        if slopes.dtype.is_complex or slopes.dtype == torch.bool:
+            raise ValueError(f"slopes must be real numbers, got dtype {slopes.dtype}")
+        return slopes.detach().to(torch.float64)
+    try:
+        n_heads = check_int("slopes", slopes)
+    except TypeError:
+        raise TypeError(
+            f"slopes must be a tensor [h] or an int head count, got {slopes!r} ({type(slopes).__name__})"
+        ) from None
+    if n_heads <= 0:
+        raise ValueError(f"slopes as a head count must be positive, got {n_heads}")
+    return alibi_slopes(n_heads, bias_max=bias_max)
+
+
+def alibi_bias(
+    q_positions: int | torch.Tensor | Iterable[int],
+    k_positions: int | torch.Tensor | Iterable[int],
+    slopes: torch.Tensor | int,
+    *,
+    symmetric: bool = False,
+    bias_max: float | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    """The ALiBi bias added to the attention logits (Press et al., 2022, https://arxiv.org/abs/2108.12409).
+
+    Causal: −m·(i − j) = m·(j − i), which is ≤ 0 for every key a causal query sees (j ≤ i); keys after
+    the query get a positive value, which the causal mask removes. Symmetric: −m·|i − j|.
+    Because softmax ignores a constant added to a row, the causal bias gives the same attention as
+    m·j alone (BLOOM's and MPT's form): each row differs from it by −m·i.
+
+    The distance is taken exactly from the integer positions, the product in float64, cast once.
+
+    Args:
+        q_positions: query positions ``[i]`` or ``[b, i]`` (an int n means 0 … n−1).
+        k_positions: key positions ``[j]`` or ``[b, j]``.
+        slopes: the slope of each head ``[h]`` (any real dtype, used as float64), or a head count H,
+            in which case ``alibi_slopes(H, bias_max=bias_max)`` is used.
+        symmetric: use −m·|i − j| instead of the causal −m·(i − j).
+        bias_max: MPT's ``alibi_bias_max`` for the head-count form of ``slopes``; ``None`` is the paper's rule.
+        dtype: output dtype (floating point).
+
+    Returns:
+        ``[h, i, j]`` when both positions are 1-d, ``[b, h, i, j]`` when either is ``[b, ·]``.
+
+    Raises:
+        ValueError: float, empty or >2-d positions, batch sizes that differ, ``bias_max`` together with a
+            slopes tensor, a slopes tensor that is not 1-d, a non-positive head count, a non-float dtype.
+        TypeError: ``slopes`` neither a tensor nor an int.
+    """
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
+    m = _head_slopes(slopes, bias_max)  # [h] float64
+    q = as_positions(q_positions)
+    k = as_positions(k_positions)
+    for name, positions in (("q_positions", q), ("k_positions", k)):
+        if positions.dim() not in (1, 2):
+            raise ValueError(f"{name} must be [n] or [b, n], got shape {tuple(positions.shape)}")
+    if q.dim() == 2 and k.dim() == 2 and q.shape[0] != k.shape[0]:
+        raise ValueError(
+            f"q_positions and k_positions must have the same batch size, got {q.shape[0]} and {k.shape[0]}"
+        )
+    m = m.to(q.device)
+    distance = k.unsqueeze(-2) - q.unsqueeze(-1)  # [i, j] or [b, i, j]: j − i, exact int64
+    if symmetric:
+        distance = -distance.abs()
+    bias = m[:, None, None] * distance.unsqueeze(-3).to(torch.float64)  # [h, i, j] or [b, h, i, j]
+    return bias.to(dtype)

@@ -1,0 +1,153 @@
+"""A small pre-LayerNorm transformer that takes any positional encoding: the model the lab trains.
+
+``TransformerLM`` is decoder-only (causal); ``TransformerEncoder`` is bidirectional. Both take
+``encoding=`` a registered name (built with arguments that fit the model) or an instance, so the
+same model compares sinusoidal, learned, RoPE, ALiBi, T5 and NoPE with nothing else changed.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from posenc._validation import check_positive_int
+from posenc.attention import KVCache, MultiHeadAttention
+from posenc.encodings import PositionalEncoding, build, encoding_class
+from posenc.encodings.base import resolve_positions
+
+
+def default_encoding_arguments(name: str, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
+    """Arguments that fit a model of this shape, for each registered encoding."""
+    d_head = d_model // n_heads
+    arguments = {
+        "sinusoidal": {"d_model": d_model},
+        "learned": {"max_len": max_len, "d_model": d_model},
+        "rope": {"d_head": d_head},
+        "alibi": {"n_heads": n_heads, "symmetric": not causal},
+        "t5": {"n_heads": n_heads, "bidirectional": not causal},
+        "swin": {"n_heads": n_heads},
+        "nope": {},
+    }
+    encoding_class(name)  # unknown names: the registry's error, listing the valid ones
+    return arguments.get(name, {})
+
+
+class Block(nn.Module):
+    """x + attention(LN(x)), then x + MLP(LN(x))."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, attention: MultiHeadAttention) -> None:
+        super().__init__()
+        self.attention_norm = nn.LayerNorm(d_model)
+        self.attention = attention
+        self.mlp_norm = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        x = x + self.attention(self.attention_norm(x), positions, cache)  # [b, s, d]
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class TransformerLM(nn.Module):
+    """Decoder-only language model with a pluggable positional encoding.
+
+    Args:
+        vocab_size: tokens.
+        d_model, n_layers, n_heads, n_kv_heads, d_ff: the usual sizes (d_ff defaults to 4·d_model).
+        encoding: a registered name or a ``PositionalEncoding``.
+        encoding_kwargs: overrides for the arguments built from the model's sizes.
+        max_len: positions of a learned table (only the ``learned`` encoding uses it).
+        share_encoding: one encoding for every layer (T5 shares its table); False gives each layer a copy.
+        backend: attention backend, ``"eager" | "sdpa" | "flex"``.
+        causal: True for a decoder.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        *,
+        d_model: int = 128,
+        n_layers: int = 2,
+        n_heads: int = 4,
+        n_kv_heads: int | None = None,
+        d_ff: int | None = None,
+        encoding: str | PositionalEncoding = "rope",
+        encoding_kwargs: dict | None = None,
+        max_len: int = 1024,
+        share_encoding: bool = True,
+        backend: str = "sdpa",
+        causal: bool = True,
+    ) -> None:
+        super().__init__()
+        self.vocab_size = check_positive_int("vocab_size", vocab_size)
+        self.d_model = check_positive_int("d_model", d_model)
+        check_positive_int("n_layers", n_layers)
+        if isinstance(encoding, str):
+            arguments = default_encoding_arguments(
+                encoding, d_model=d_model, n_heads=n_heads, max_len=max_len, causal=causal
+            ) | dict(encoding_kwargs or {})
+            encoding = build(encoding, **arguments)
+        elif encoding_kwargs:
+            raise ValueError("encoding_kwargs apply to an encoding given by name, not to an instance")
+        self.encoding = encoding
+        added = encoding.output_width(d_model) - d_model  # > 0 when the encoding concatenates
+        if added >= d_model:
+            raise ValueError(f"a concatenated encoding of width {added} leaves no room in d_model={d_model}")
+        self.token_embedding = nn.Embedding(vocab_size, d_model - added)  # [V, d − added]
+        self.blocks = nn.ModuleList(
+            Block(
+                d_model,
+                n_heads,
+                d_ff or 4 * d_model,
+                MultiHeadAttention(
+                    d_model,
+                    n_heads,
+                    n_kv_heads=n_kv_heads,
+                    encoding=encoding if share_encoding else copy.deepcopy(encoding),
+                    backend=backend,
+                    causal=causal,
+                ),
+            )
+            for _ in range(n_layers)
+        )
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab_size, bias=False)
+        if added == 0:
+            self.head.weight = self.token_embedding.weight  # tied
+
+    def new_caches(self) -> list[KVCache]:
+        """One empty KV cache per layer, for incremental decoding."""
+        return [KVCache() for _ in self.blocks]
+
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        caches: list[KVCache] | None = None,
+    ) -> torch.Tensor:
+        """tokens ``[b, s]`` -> logits ``[b, s, vocab]``.
+
+        positions: ``[s]`` or ``[b, s]`` (default: continue the caches, else 0 … s−1).
+        caches: from :meth:`new_caches`; each call appends its keys and values.
+        """
+        if tokens.dim() != 2:
+            raise ValueError(f"tokens must have shape [b, s], got {tuple(tokens.shape)}")
+        x = self.token_embedding(tokens)  # [b, s, d − added]
+        start = caches[0].length if caches else 0
+        if positions is None:
+            positions = torch.arange(start, start + tokens.shape[1], device=tokens.device)
+        positions = resolve_positions(positions, x, seq_dim=1)
+        x = self.encoding.embed(x, positions)  # [b, s, d]
+        for index, block in enumerate(self.blocks):
+            x = block(x, positions, caches[index] if caches else None)
+        return self.head(self.norm(x))
+
+
+class TransformerEncoder(TransformerLM):
+    """Bidirectional encoder (every token attends to every token): per-token logits ``[b, s, vocab]``."""
+
+    def __init__(self, vocab_size: int, **kwargs) -> None:
+        if kwargs.pop("causal", False):
+            raise ValueError("TransformerEncoder is bidirectional; use TransformerLM for causal attention")
+        super().__init__(vocab_size, causal=False, **kwargs)

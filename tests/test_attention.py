@@ -1,0 +1,197 @@
+"""Attention with every encoding: the three backends agree, caches decode exactly, invariances hold."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import posenc
+from posenc.attention import KVCache, MultiHeadAttention
+from posenc.model import TransformerEncoder, TransformerLM
+
+VOCAB, D_MODEL, HEADS = 50, 32, 4
+ENCODINGS = ["nope", "rope", "alibi", "t5", "sinusoidal", "learned"]
+RELATIVE = ["rope", "alibi", "t5", "nope"]
+ABSOLUTE = ["sinusoidal", "learned"]
+
+
+def make_model(encoding: str, *, causal: bool = True, backend: str = "eager", seed: int = 0, **kwargs):
+    torch.manual_seed(seed)
+    cls = TransformerLM if causal else TransformerEncoder
+    return cls(
+        VOCAB,
+        d_model=D_MODEL,
+        n_layers=2,
+        n_heads=HEADS,
+        encoding=encoding,
+        max_len=64,
+        backend=backend,
+        **kwargs,
+    )
+
+
+def set_backend(model, backend: str) -> None:
+    for block in model.blocks:
+        block.attention.backend = backend
+
+
+def tokens(b=2, s=12, seed=1):
+    return torch.randint(0, VOCAB, (b, s), generator=torch.Generator().manual_seed(seed))
+
+
+def forward_and_grads(model, x, backend):
+    set_backend(model, backend)
+    model.zero_grad()
+    logits = model(x)
+    logits.square().mean().backward()
+    return logits.detach(), {
+        name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None
+    }
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_backends_agree_on_logits_and_gradients(encoding, causal):
+    model = make_model(encoding, causal=causal)
+    x = tokens()
+    reference, reference_grads = forward_and_grads(model, x, "eager")
+    for backend in ("sdpa", "flex"):
+        logits, grads = forward_and_grads(model, x, backend)
+        torch.testing.assert_close(logits, reference, rtol=0, atol=1e-5)
+        assert grads.keys() == reference_grads.keys()
+        for name, grad in grads.items():
+            torch.testing.assert_close(
+                grad, reference_grads[name], rtol=0, atol=1e-5, msg=f"{backend} {name}"
+            )
+
+
+@pytest.mark.parametrize("encoding", ["alibi", "t5", "rope"])
+def test_compiled_flex_inference_agrees_with_eager(encoding):
+    model = make_model(encoding)
+    x = tokens(b=1, s=16)
+    with torch.no_grad():
+        set_backend(model, "eager")
+        reference = model(x)
+        set_backend(model, "flex")
+        compiled = model(x)
+    torch.testing.assert_close(compiled, reference, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["eager", "sdpa", "flex"])
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_incremental_decoding_equals_the_full_forward(encoding, backend):
+    model = make_model(encoding, backend=backend)
+    x = tokens(b=2, s=10)
+    with torch.enable_grad():  # flex then uses its reference path; the compiled one is tested above
+        full = model(x).detach()
+        caches = model.new_caches()
+        steps = [model(x[:, :4], caches=caches).detach()]
+        for t in range(4, 10):
+            steps.append(model(x[:, t : t + 1], caches=caches).detach())
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-6, atol=1e-5)  # logits reach ~30
+    assert caches[0].length == 10
+
+
+@pytest.mark.parametrize("encoding", RELATIVE)
+def test_shifting_every_position_leaves_relative_encodings_unchanged(encoding):
+    model = make_model(encoding, backend="sdpa")
+    x = tokens()
+    base = model(x, torch.arange(12))
+    torch.testing.assert_close(model(x, torch.arange(12) + 37), base, rtol=0, atol=2e-5)
+
+
+@pytest.mark.parametrize("encoding", ABSOLUTE)
+def test_shifting_every_position_changes_absolute_encodings(encoding):
+    model = make_model(encoding, backend="sdpa")
+    x = tokens()
+    assert float((model(x, torch.arange(12) + 37) - model(x, torch.arange(12))).abs().max()) > 1e-3
+
+
+@pytest.mark.parametrize("backend", ["eager", "sdpa", "flex"])
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_future_tokens_never_change_earlier_outputs(encoding, backend):
+    model = make_model(encoding, backend=backend)
+    x = tokens(b=1, s=12)
+    changed = x.clone()
+    changed[:, 8:] = (changed[:, 8:] + 1) % VOCAB
+    with torch.enable_grad():
+        torch.testing.assert_close(model(changed)[:, :8], model(x)[:, :8], rtol=0, atol=1e-6)
+
+
+def test_grouped_query_attention_agrees_across_backends():
+    model = make_model("rope", n_kv_heads=2)
+    x = tokens()
+    reference, _ = forward_and_grads(model, x, "eager")
+    for backend in ("sdpa", "flex"):
+        torch.testing.assert_close(forward_and_grads(model, x, backend)[0], reference, rtol=0, atol=1e-5)
+
+
+def test_learned_t5_tables_receive_gradients_through_bias_and_score_mod():
+    for backend in ("sdpa", "flex"):
+        model = make_model("t5", backend=backend)
+        model(tokens()).sum().backward()
+        assert float(model.encoding.table.grad.abs().sum()) > 0
+
+
+def test_share_encoding_false_gives_each_layer_its_own_table():
+    model = make_model("t5", share_encoding=False)
+    tables = {id(block.attention.encoding.table) for block in model.blocks}
+    assert len(tables) == 2
+
+
+def test_concatenated_codes_keep_the_residual_width():
+    model = make_model("sinusoidal", encoding_kwargs={"d_model": 8, "mode": "concat"})
+    assert model.token_embedding.embedding_dim == D_MODEL - 8
+    assert model(tokens()).shape == (2, 12, VOCAB)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (
+            lambda: MultiHeadAttention(32, 4, encoding=posenc.build("alibi", n_heads=8)),
+            "the encoding's bias has 8 heads but attention has n_heads=4",
+        ),
+        (
+            lambda: MultiHeadAttention(32, 4, backend="triton"),
+            "backend must be one of 'eager', 'sdpa', 'flex'; got 'triton'",
+        ),
+        (lambda: MultiHeadAttention(30, 4), "d_model=30 must be divisible by n_heads=4"),
+        (lambda: MultiHeadAttention(32, 4, n_kv_heads=3), "n_kv_heads=3 must divide n_heads=4"),
+        (lambda: posenc.build("alibi", n_heads=0), "n_heads must be positive, got 0"),
+        (lambda: posenc.build("t5", n_heads=4, num_buckets=1), "num_buckets"),
+        (lambda: posenc.build("t5", n_heads=4, num_buckets=32, max_distance=8), "max_distance"),
+        (lambda: posenc.build("swin", n_heads=4, window=0), "window"),
+        (lambda: TransformerLM(VOCAB, encoding="rotary"), "unknown encoding 'rotary'"),
+    ],
+)
+def test_bad_input_is_refused_naming_the_value(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+def test_a_score_mod_only_encoding_is_refused_by_the_materialising_backends():
+    class ScoreModOnly(posenc.PositionalEncoding):
+        kind = "bias"
+        n_heads = 4
+
+        def score_mod(self, q_offset=0, kv_offset=0, **positions):
+            return lambda score, b, h, i, j: score
+
+    with pytest.raises(ValueError, match="backend 'sdpa' needs a materialised bias .* use backend 'flex'"):
+        MultiHeadAttention(32, 4, encoding=ScoreModOnly(), backend="sdpa")
+    MultiHeadAttention(32, 4, encoding=ScoreModOnly(), backend="flex")
+
+
+def test_positions_of_the_wrong_shape_are_refused():
+    attention = MultiHeadAttention(32, 4, encoding=posenc.build("rope", d_head=8))
+    with pytest.raises(ValueError, match=r"positions must have shape \[6\] or \[2, 6\]"):
+        attention(torch.zeros(2, 6, 32), torch.arange(5))
+
+
+def test_a_kv_cache_holds_rotated_keys_and_their_positions():
+    attention = MultiHeadAttention(32, 4, encoding=posenc.build("rope", d_head=8))
+    cache = KVCache()
+    attention(torch.randn(1, 3, 32), cache=cache)
+    attention(torch.randn(1, 1, 32), cache=cache)
+    assert cache.length == 4 and cache.positions.tolist() == [0, 1, 2, 3]
