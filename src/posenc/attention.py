@@ -199,11 +199,11 @@ class MultiHeadAttention(nn.Module):
         k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)  # [b, h, j, d]
         scores = (q @ k.transpose(-1, -2)) / self.d_head**0.5  # [b, h, i, j]
         if score_mod is not None:
-            grid = [torch.arange(n, device=q.device) for n in (b, h, i, j)]
-            b_idx, h_idx, q_idx, kv_idx = (
-                index.view(*[n if axis == dim else 1 for dim in range(4)])
-                for axis, (index, n) in enumerate(zip(grid, (b, h, i, j)))
-            )
+            device = q.device
+            b_idx = torch.arange(b, device=device).view(b, 1, 1, 1)
+            h_idx = torch.arange(h, device=device).view(1, h, 1, 1)
+            q_idx = torch.arange(i, device=device).view(1, 1, i, 1)
+            kv_idx = torch.arange(j, device=device).view(1, 1, 1, j)
             scores = score_mod(scores, b_idx, h_idx, q_idx, kv_idx)
         mask = self._mask(i, j, q.device)
         if mask is not None:
