@@ -120,7 +120,9 @@ def swin_table_size(window: int | tuple[int, int]) -> int:
     return (2 * height - 1) * (2 * width - 1)
 
 
-def swin_relative_index(window: int | tuple[int, int], *, device: torch.device | str | None = None) -> torch.Tensor:
+def swin_relative_index(
+    window: int | tuple[int, int], *, device: torch.device | str | None = None
+) -> torch.Tensor:
     """Swin's relative position index (Liu et al., 2021, https://arxiv.org/abs/2103.14030, §3.2).
 
     Tokens p = (y₁, x₁), q = (y₂, x₂) of a Wh×Ww window, numbered in row-major order, look up row
