@@ -231,18 +231,7 @@ def apply_rope_qk(
         RuntimeError: ``backend="native"`` where the C kernel cannot be built or does not apply.
     """
     check_choice("backend", backend, BACKENDS)
-    rotary = [_check_rotation(x, cos, sin, layout, rotary_dim) for x in (q, k)]
-    for name, x in (("q", q), ("k", k)):  # refuse before rotating either
-        if inplace and _enlarges(x, cos):
-            raise ValueError(
-                f"inplace needs cos/sin that broadcast to {name}'s shape {tuple(x.shape)}, "
-                f"got cos of shape {tuple(cos.shape)}"
-            )
-        if inplace and _overlaps(x):
-            raise ValueError(
-                f"inplace needs {name} to own its memory, got an expanded view (shape {tuple(x.shape)}, "
-                f"strides {x.stride()})"
-            )
+    rotary = [_checked(x, name, cos, sin, layout, rotary_dim, inplace) for name, x in (("q", q), ("k", k))]
     return (
         _rotate(q, cos, sin, layout, rotary[0], inplace, backend),
         _rotate(k, cos, sin, layout, rotary[1], inplace, backend),
@@ -265,16 +254,22 @@ def apply_rope_cpu(
     non-CPU tensors take ``apply_rope`` itself.
     """
     check_choice("backend", backend, BACKENDS)
+    rotary = _checked(x, "x", cos, sin, layout, rotary_dim, inplace)
+    return _rotate(x, cos, sin, layout, rotary, inplace, backend)
+
+
+def _checked(x, name, cos, sin, layout, rotary_dim, inplace) -> int:
+    """apply_rope's checks, plus what rotating in place needs; the rotary width. Raises before any rotation."""
     rotary = _check_rotation(x, cos, sin, layout, rotary_dim)
     if inplace and _enlarges(x, cos):
         raise ValueError(
-            f"inplace needs cos/sin that broadcast to x's shape {tuple(x.shape)}, got cos of shape {tuple(cos.shape)}"
+            f"inplace needs cos/sin that broadcast to {name}'s shape {tuple(x.shape)}, got cos of shape {tuple(cos.shape)}"
         )
     if inplace and _overlaps(x):
         raise ValueError(
-            f"inplace needs x to own its memory, got an expanded view (shape {tuple(x.shape)}, strides {x.stride()})"
+            f"inplace needs {name} to own its memory, got an expanded view (shape {tuple(x.shape)}, strides {x.stride()})"
         )
-    return _rotate(x, cos, sin, layout, rotary, inplace, backend)
+    return rotary
 
 
 def _enlarges(x: torch.Tensor, cos: torch.Tensor) -> bool:
