@@ -26,6 +26,20 @@ def _distances(text: str) -> list[int]:
     return values
 
 
+def _lengths(text: str) -> tuple[int, ...]:
+    if text.strip().lower() in ("", "none"):
+        return ()
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"lengths must be comma-separated integers or 'none', got {text!r}"
+        ) from None
+    if any(value < 1 for value in values):
+        raise argparse.ArgumentTypeError(f"lengths must be positive, got {text!r}")
+    return values
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="posenc", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -67,16 +81,37 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--out", type=Path, default=None, help="write the flat-line plot to this PNG")
 
     bench = commands.add_parser("bench", help="time posenc against its baselines in one process")
-    bench.add_argument("name", choices=["sinusoidal", "rope"], help="what to benchmark")
+    bench.add_argument("name", choices=["sinusoidal", "rope", "attention"], help="what to benchmark")
     bench.add_argument("--length", type=int, default=4096, help="positions (sinusoidal; default 4096)")
     bench.add_argument("--d-model", type=int, default=512, help="code width (sinusoidal; default 512)")
     bench.add_argument(
-        "--rounds", type=int, default=None, help="alternating rounds (default 15 for sinusoidal, 41 for rope)"
+        "--rounds",
+        type=int,
+        default=None,
+        help="alternating rounds (default 15 for sinusoidal, 41 for rope, 9 for attention)",
     )
     bench.add_argument(
         "--no-compile",
         action="store_true",
-        help="rope: leave out the torch.compile candidates (they compile first)",
+        help="rope: leave out the torch.compile candidates (they compile first); "
+        "attention: run flex_attention uncompiled",
+    )
+    bench.add_argument(
+        "--seq-lens",
+        type=_lengths,
+        default=None,
+        help="attention: comma-separated sequence lengths (default 1024,2048,4096)",
+    )
+    bench.add_argument(
+        "--sweep",
+        type=_lengths,
+        default=None,
+        help="attention: lengths tried for the 16 GiB sweep, or 'none' (default 4096,8192,…,65536)",
+    )
+    bench.add_argument(
+        "--no-memory",
+        action="store_true",
+        help="attention: skip the per-candidate memory measurement (a subprocess each)",
     )
     bench.add_argument("--json", type=Path, default=None, help="also write the results to this JSON file")
     return parser
@@ -208,6 +243,8 @@ def _print_verify(result: dict, *, pairs: bool, out: Path | None) -> None:
 def _bench(args: argparse.Namespace) -> int:
     if args.name == "rope":
         return _bench_rope(args)
+    if args.name == "attention":
+        return _bench_attention(args)
     from rich.console import Console
     from rich.table import Table
 
@@ -285,6 +322,91 @@ def _bench_rope(args: argparse.Namespace) -> int:
         console.print(
             f"goal ≤ {result['goal_vs_clone']}× clone, {escape(key)}: {verdict} "
             f"({goal['out_of_place']:.2f}×; in place {goal['in_place']:.2f}×)"
+        )
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+def _bench_attention(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from posenc.bench import attention
+
+    rounds = 9 if args.rounds is None else args.rounds
+    result = attention.run(
+        seq_lens=attention.SEQ_LENS if args.seq_lens is None else args.seq_lens,
+        rounds=rounds,
+        compile=not args.no_compile,
+        memory=not args.no_memory,
+        sweep_sizes=attention.SWEEP if args.sweep is None else args.sweep,
+    )
+    console = Console()
+    config = result["config"]
+    console.print(
+        f"causal attention, b={config['batch']}, h={config['heads']}, d_head={config['d_head']}, float32, "
+        f"no_grad, {result['threads']} threads, median of {rounds} alternating rounds, "
+        f"malloc: {escape(result['malloc'])}"
+    )
+    for case in result["cases"]:
+        table = Table(title=f"s = {case['seq_len']}")
+        for column in (
+            "candidate",
+            "median ms",
+            "range ms",
+            "× SDPA",
+            "max |err| vs float64",
+            "peak extra MiB",
+        ):
+            table.add_column(column, justify="left" if column == "candidate" else "right")
+        for t in case["timings"]:
+            peak = t["peak_extra_mib"]
+            table.add_row(
+                escape(t["name"]),
+                f"{t['median_ms']:.2f}",
+                f"{t['min_ms']:.2f}–{t['max_ms']:.2f}",
+                f"{t['vs_sdpa']:.2f}",
+                f"{t['max_abs_error_vs_float64']:.2e}",
+                "n/a" if peak is None else f"{peak:.1f}",
+            )
+        for name, why in case["not_timed"].items():
+            table.add_row(escape(name), escape(f"n/a: {why}"), "", "", "", "")
+        console.print(table)
+        console.print(escape(f"ALiBi windows per head at s={case['seq_len']}: {case['windows']}"))
+    study = Table(title="ALiBi folded into q·k as an extra channel: max |err| vs float64 (not timed)")
+    columns = (
+        [key for key in result["extra_channel_precision"][0] if key != "seq_len"]
+        if result["extra_channel_precision"]
+        else []
+    )
+    study.add_column("s", justify="right")
+    for column in columns:
+        study.add_column(escape(column), justify="right")
+    for row in result["extra_channel_precision"]:
+        study.add_row(str(row["seq_len"]), *(f"{row[c]:.2e}" for c in columns))
+    console.print(study)
+    if result["sweep"]["results"]:
+        sweep = Table(title=f"longest s completed within {result['sweep']['limit_bytes'] / 2**30:g} GiB")
+        for column in ("candidate", "longest s", "peak extra MiB there", "seconds there", "stopped by"):
+            sweep.add_column(column)
+        for name, outcome in result["sweep"]["results"].items():
+            last = next((r for r in reversed(outcome["runs"]) if r["ok"]), None)
+            sweep.add_row(
+                escape(name),
+                "none" if outcome["longest_completed"] is None else str(outcome["longest_completed"]),
+                "" if last is None else f"{last['peak_extra_mib']:.0f}",
+                "" if last is None else f"{last['seconds']:.1f}",
+                escape(outcome["stopped_by"] or "nothing (largest size tried)"),
+            )
+        console.print(sweep)
+    for seq_len, goal in result["goal"].items():
+        verdict = "[green]met[/green]" if goal["met"] else "[red]not met[/red]"
+        console.print(
+            f"goal ALiBi ≤ {result['goal_vs_sdpa']}× unbiased SDPA, s={seq_len}: {verdict} "
+            f"({goal['alibi_fast']:.2f}×; no window {goal['alibi_fast_no_window']:.2f}×)"
         )
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,435 @@
+"""`posenc bench attention`: causal attention with ALiBi and T5 biases on CPU, against unbiased SDPA.
+
+Configuration: b=1, h=8, d_head=64, causal, float32, inference (``torch.no_grad``). For each sequence
+length every candidate's output is first checked against an eager float64 reference,
+softmax(q·kᵀ/√d + bias + mask)·v, to :data:`TOLERANCE` (a fast wrong path fails the run instead of
+winning it); then all candidates are timed in alternating rounds in one process, and reported as a
+ratio to unbiased causal SDPA (``is_causal=True``), the reference speed.
+
+Memory is measured apart, one fresh subprocess per (candidate, length): glibc is told to return
+freed memory to the system (small fixed mmap and trim thresholds), the candidate runs once (and
+compiles), the kernel's resident-set high-water mark is reset (``/proc/self/clear_refs``), and the
+candidate runs again; the peak extra memory is the high-water mark minus the resident set before
+that second call, so it counts everything the call holds at its peak, its output included.
+tracemalloc would not see torch's allocations.
+
+The sweep finds the longest sequence each candidate completes within 16 GiB: one subprocess per
+(candidate, length), its address space capped (``RLIMIT_AS``) at 16 GiB above what it had after
+importing torch, so q, k, v, compilation and every temporary count; a candidate stops at its first
+failure. It runs each call once, without the float64 check.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import json
+import math
+import platform
+import re
+import resource
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from posenc.bench.harness import time_alternating
+from posenc.bench.rope import steady_malloc
+from posenc.encodings.bias import ALiBi, T5RelativeBias
+from posenc.kernels.alibi_cpu import DEFAULT_BLOCK, alibi_attention, alibi_windows, relative_attention
+
+SEQ_LENS: tuple[int, ...] = (1024, 2048, 4096)
+BATCH, HEADS, D_HEAD = 1, 8, 64
+#: Largest |candidate − float64 reference| accepted (float32 outputs).
+TOLERANCE = 1e-5
+#: The project's goal: exact biased attention at most this many times unbiased causal SDPA (ALiBi).
+GOAL_VS_SDPA = 1.2
+#: Sequence lengths the memory sweep tries, in order, per candidate.
+SWEEP: tuple[int, ...] = (4096, 8192, 16384, 32768, 65536)
+MEMORY_LIMIT_BYTES = 16 << 30
+#: Wall-clock limit of one sweep subprocess; longer counts as not completed.
+SWEEP_TIMEOUT_S = 300
+#: T5's table is drawn N(0, 1), not its 0.02 initialisation, so the bias is as large as trained ones.
+T5_TABLE_STD = 1.0
+
+UNBIASED = "SDPA, no bias (is_causal)"
+#: name -> (which bias it computes, what it is).
+CANDIDATES: dict[str, tuple[str, str]] = {
+    UNBIASED: ("none", "F.scaled_dot_product_attention(q, k, v, is_causal=True)"),
+    "SDPA + ALiBi bias (materialised)": (
+        "alibi",
+        "MultiHeadAttention(backend='sdpa').attend: [h, s, s] bias + causal −inf as a float attn_mask",
+    ),
+    "SDPA + T5 bias (materialised)": ("t5", "the same with T5RelativeBias"),
+    "flex_attention + ALiBi score_mod": (
+        "alibi",
+        "MultiHeadAttention(backend='flex').attend: compiled flex_attention, score_mod, causal block mask",
+    ),
+    "flex_attention + T5 score_mod": ("t5", "the same with T5RelativeBias"),
+    "posenc alibi_attention": (
+        "alibi",
+        "posenc.kernels.alibi_cpu.alibi_attention: bias as a strided view, query blocks, per-head windows",
+    ),
+    "posenc alibi_attention, no window": ("alibi", "the same reading every key (window_tolerance=None)"),
+    "posenc relative_attention, T5 table": (
+        "t5",
+        "posenc.kernels.alibi_cpu.relative_attention with T5's bias per distance (no window)",
+    ),
+}
+ALIBI_FAST = "posenc alibi_attention"
+FOLDED = "m·j as an extra q·k channel"
+CENTRED = f"m·(j − block end) as an extra channel, per {DEFAULT_BLOCK}-query block"
+
+
+def _inputs(seq_len: int, heads: int = HEADS, d_head: int = D_HEAD, batch: int = BATCH) -> dict:
+    """q, k, v ``[b, h, s, d]`` float32, positions ``[s]``, and the two encodings, all seeded."""
+    generator = torch.Generator().manual_seed(seq_len)
+    q, k, v = (torch.randn(batch, heads, seq_len, d_head, generator=generator) for _ in range(3))
+    t5 = T5RelativeBias(heads, bidirectional=False)  # a decoder's causal buckets
+    with torch.no_grad():
+        t5.table.copy_(torch.randn(t5.table.shape, generator=generator) * T5_TABLE_STD)
+    return {"q": q, "k": k, "v": v, "positions": torch.arange(seq_len), "alibi": ALiBi(heads), "t5": t5}
+
+
+def t5_distance_bias(t5: T5RelativeBias) -> Callable[[torch.Tensor], torch.Tensor]:
+    """distances i − j ``[n]`` -> T5's bias ``[h, n]`` (key − query = −(i − j))."""
+    return lambda distance: t5.table[t5.buckets(-distance)].T
+
+
+def candidates(inputs: dict, *, compile: bool = True) -> dict[str, Callable[[], torch.Tensor]]:
+    """name -> a call computing its attention on ``inputs`` (run under ``torch.no_grad``)."""
+    from posenc.attention import MultiHeadAttention
+
+    q, k, v, positions = inputs["q"], inputs["k"], inputs["v"], inputs["positions"]
+    heads, d_head = q.shape[1], q.shape[3]
+    layers = {
+        (name, backend): MultiHeadAttention(heads * d_head, heads, encoding=inputs[name], backend=backend)
+        for name in ("alibi", "t5")
+        for backend in ("sdpa", "flex")
+    }
+
+    def flex(name: str) -> Callable[[], torch.Tensor]:
+        layer = layers[(name, "flex")]
+        if compile:
+            return lambda: layer.attend(q, k, v, positions, positions)
+        return lambda: _eager_flex(layer, q, k, v, positions)
+
+    slopes = inputs["alibi"].slopes
+    t5_bias = t5_distance_bias(inputs["t5"])
+    return {
+        UNBIASED: lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        "SDPA + ALiBi bias (materialised)": lambda: layers[("alibi", "sdpa")].attend(
+            q, k, v, positions, positions
+        ),
+        "SDPA + T5 bias (materialised)": lambda: layers[("t5", "sdpa")].attend(q, k, v, positions, positions),
+        "flex_attention + ALiBi score_mod": flex("alibi"),
+        "flex_attention + T5 score_mod": flex("t5"),
+        "posenc alibi_attention": lambda: alibi_attention(q, k, v, slopes),
+        "posenc alibi_attention, no window": lambda: alibi_attention(q, k, v, slopes, window_tolerance=None),
+        "posenc relative_attention, T5 table": lambda: relative_attention(q, k, v, t5_bias),
+    }
+
+
+def _eager_flex(layer, q, k, v, positions) -> torch.Tensor:
+    """flex_attention uncompiled (torch's reference path: scores materialised), same score_mod and mask."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    from posenc.attention import _causal_block_mask
+
+    score_mod = layer.encoding.score_mod(q_positions=positions, k_positions=positions)
+    block_mask = _causal_block_mask(q.shape[2], k.shape[2], q.device.type)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "flex_attention called without torch.compile"
+        return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask)
+
+
+def reference(inputs: dict, bias: str) -> torch.Tensor:
+    """softmax(q·kᵀ/√d + bias + causal mask)·v in float64, one head at a time; ``[b, h, s, d]``."""
+    q, k, v = (inputs[name].double() for name in ("q", "k", "v"))
+    s, d = q.shape[2], q.shape[3]
+    i = torch.arange(s)
+    distance = i[:, None] - i[None, :]  # [s, s]: i − j
+    future = distance < 0
+    buckets = inputs["t5"].buckets(-distance) if bias == "t5" else None  # [s, s]
+    out = torch.empty_like(q)
+    for head in range(q.shape[1]):
+        scores = q[:, head] @ k[:, head].transpose(-1, -2) / math.sqrt(d)  # [b, s, s]
+        if bias == "alibi":
+            scores = scores - inputs["alibi"].slopes[head].double() * distance.double()
+        elif bias == "t5":
+            scores = scores + inputs["t5"].table.detach()[:, head].double()[buckets]
+        out[:, head] = scores.masked_fill(future, float("-inf")).softmax(dim=-1) @ v[:, head]
+    return out
+
+
+def check(name: str, got: torch.Tensor, expected: torch.Tensor, seq_len: int) -> float:
+    """max |got − expected|; AssertionError beyond :data:`TOLERANCE` (NaN included)."""
+    error = float((got.double() - expected).abs().max())
+    if not error <= TOLERANCE:
+        raise AssertionError(
+            f"{name} disagrees with the float64 reference by {error:.3g} > {TOLERANCE:g} (s={seq_len})"
+        )
+    return error
+
+
+def folded_alibi(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slopes: torch.Tensor) -> torch.Tensor:
+    """ALiBi as m·j (softmax drops −m·i) in an extra channel of q·k: q' = [q, √d], k' = [k, m·j]."""
+    b, h, s, d = q.shape
+    extra = (slopes.double()[:, None] * torch.arange(s, dtype=torch.float64)).to(q.dtype)  # [h, s]
+    q_ = torch.cat((q, q.new_full((b, h, s, 1), math.sqrt(d))), dim=-1)  # [b, h, s, d + 1]
+    k_ = torch.cat((k, extra.expand(b, h, s)[..., None]), dim=-1)
+    return F.scaled_dot_product_attention(q_, k_, v, is_causal=True, scale=1 / math.sqrt(d))
+
+
+def block_centred_alibi(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slopes: torch.Tensor, block: int = DEFAULT_BLOCK
+) -> torch.Tensor:
+    """:func:`folded_alibi` with the channel m·(j − e) per query block ending at e (keys 0 … e)."""
+    b, h, s, d = q.shape
+    q_ = torch.cat((q, q.new_full((b, h, s, 1), math.sqrt(d))), dim=-1)  # [b, h, s, d + 1]
+    out = torch.empty_like(q)
+    for start in range(0, s, block):
+        end = min(start + block, s)  # keys 0 … end − 1
+        j = torch.arange(end, dtype=torch.float64) - (end - 1)
+        extra = (slopes.double()[:, None] * j).to(q.dtype)  # [h, end]
+        k_ = torch.cat((k[:, :, :end], extra.expand(b, h, end)[..., None]), dim=-1)
+        causal = torch.ones(end - start, end, dtype=torch.bool).tril(start)  # [rows, end]
+        out[:, :, start:end] = F.scaled_dot_product_attention(
+            q_[:, :, start:end], k_, v[:, :, :end], attn_mask=causal, scale=1 / math.sqrt(d)
+        )
+    return out
+
+
+def _case(seq_len: int, rounds: int, compile: bool, memory: dict | None) -> tuple[dict, dict]:
+    """Timings of every candidate at one length (after its check), and the extra-channel precision."""
+    torch._dynamo.reset()  # each length compiles afresh; the recompile limit is never reached
+    inputs = _inputs(seq_len)
+    runs = candidates(inputs, compile=compile)
+    expected = {bias: reference(inputs, bias) for bias in ("none", "alibi", "t5")}
+    errors = {}
+    for name, call in runs.items():  # compiles the flex candidates before any timing
+        errors[name] = check(name, call(), expected[CANDIDATES[name][0]], seq_len)
+    timings = time_alternating(runs, rounds=rounds, warmup=1)
+    floor = timings[UNBIASED].median_ms
+    slopes = inputs["alibi"].slopes
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    precision = {
+        "seq_len": seq_len,
+        FOLDED: float((folded_alibi(q, k, v, slopes).double() - expected["alibi"]).abs().max()),
+        CENTRED: float((block_centred_alibi(q, k, v, slopes).double() - expected["alibi"]).abs().max()),
+    }
+    case = {
+        "seq_len": seq_len,
+        "windows": alibi_windows(q, k, v, slopes),
+        "timings": [
+            {
+                **t.as_dict(),
+                "vs_sdpa": t.median_ms / floor,
+                "max_abs_error_vs_float64": errors[t.name],
+                "peak_extra_mib": None if memory is None else memory.get(t.name),
+            }
+            for t in timings.values()
+        ],
+        "not_timed": {} if compile else {"compiled flex_attention": "not requested: flex runs uncompiled"},
+    }
+    return case, precision
+
+
+# ----------------------------------------------------------------------------------------------
+# Memory, in subprocesses
+
+
+def _status_kib(field: str) -> int:
+    match = re.search(rf"^{field}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.MULTILINE)
+    if match is None:
+        raise RuntimeError(f"/proc/self/status has no {field}")
+    return int(match.group(1))
+
+
+def _return_freed_memory() -> None:
+    """glibc: allocations ≥ 64 KiB are mapped and unmapped on free (no dynamic threshold), the heap
+    trimmed beyond 128 KiB, so the resident set follows what is live."""
+    mallopt = ctypes.CDLL(None).mallopt
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    mallopt(m_mmap_threshold, 64 << 10)
+    mallopt(m_trim_threshold, 128 << 10)
+
+
+def _child(spec: dict) -> dict:
+    """Run in a fresh interpreter: one candidate at one length; its peak extra resident memory."""
+    _return_freed_memory()
+    if spec["limit_bytes"] is not None:
+        address_space = _status_kib("VmSize") << 10
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (address_space + spec["limit_bytes"], hard))
+    torch.set_num_threads(spec["threads"])
+    baseline_kib = _status_kib("VmRSS")
+    try:
+        with torch.no_grad():
+            inputs = _inputs(spec["seq_len"])
+            call = candidates(inputs, compile=spec["compile"])[spec["name"]]
+            if spec["warm"]:  # compile and fill caches first; measure a steady call
+                call()
+                gc.collect()
+                baseline_kib = _status_kib("VmRSS")
+            Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current resident set
+            start = time.perf_counter()
+            out = call()
+            seconds = time.perf_counter() - start
+            del out
+    except (RuntimeError, MemoryError) as error:  # an allocation refused under RLIMIT_AS
+        return {"ok": False, "error": f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"}
+    return {
+        "ok": True,
+        "peak_extra_mib": (_status_kib("VmHWM") - baseline_kib) / 1024,
+        "seconds": seconds,
+    }
+
+
+def measure(
+    name: str,
+    seq_len: int,
+    *,
+    warm: bool = True,
+    compile: bool = True,
+    limit_bytes: int | None = None,
+    timeout: float | None = None,
+) -> dict:
+    """:func:`_child` in a fresh subprocess; {"ok": False, "error": …} when it fails or times out."""
+    spec = {
+        "name": name,
+        "seq_len": seq_len,
+        "warm": warm,
+        "compile": compile,
+        "limit_bytes": limit_bytes,
+        "threads": torch.get_num_threads(),
+    }
+    code = (
+        "import json, sys; from posenc.bench.attention import _child; "
+        "print('\\0' + json.dumps(_child(json.loads(sys.argv[1]))))"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code, json.dumps(spec)], capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"not finished within {timeout:g} s"}
+    marked = [line for line in done.stdout.splitlines() if line.startswith("\0")]
+    if done.returncode != 0 or not marked:
+        tail = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        return {"ok": False, "error": f"exit status {done.returncode}: {tail[:160]}"}
+    return json.loads(marked[-1][1:])
+
+
+def sweep(names: Sequence[str], sizes: Sequence[int], *, compile: bool = True) -> dict:
+    """Per candidate: each length in order until the first that fails within :data:`MEMORY_LIMIT_BYTES`."""
+    results: dict[str, dict] = {}
+    for name in names:
+        runs = []
+        for seq_len in sizes:
+            outcome = measure(
+                name,
+                seq_len,
+                warm=False,
+                compile=compile,
+                limit_bytes=MEMORY_LIMIT_BYTES,
+                timeout=SWEEP_TIMEOUT_S,
+            )
+            runs.append({"seq_len": seq_len, **outcome})
+            if not outcome["ok"]:
+                break
+        completed = [r["seq_len"] for r in runs if r["ok"]]
+        results[name] = {
+            "runs": runs,
+            "longest_completed": max(completed) if completed else None,
+            "stopped_by": None if runs[-1]["ok"] else runs[-1]["error"],
+        }
+    return results
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def run(
+    seq_lens: Sequence[int] = SEQ_LENS,
+    rounds: int = 9,
+    compile: bool = True,
+    reuse_memory: bool = True,
+    memory: bool = True,
+    sweep_sizes: Sequence[int] = SWEEP,
+) -> dict:
+    """Timings, errors and memory of every candidate at every length, and the sweep; JSON-ready.
+
+    Args:
+        seq_lens: sequence lengths s (b=1, h=8, d_head=64).
+        rounds: alternating rounds per length (after 1 warm-up round and the check).
+        compile: compiled flex_attention (as ``MultiHeadAttention``); False runs flex uncompiled.
+        reuse_memory: raise glibc's mmap and trim thresholds for the timings (see
+            :func:`posenc.bench.rope.steady_malloc`).
+        memory: measure each candidate's peak extra memory (a subprocess per candidate and length).
+        sweep_sizes: lengths for the 16 GiB sweep (empty: no sweep).
+    """
+    for seq_len in (*seq_lens, *sweep_sizes):
+        if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
+            raise ValueError(f"sequence lengths must be positive integers, got {seq_len!r}")
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
+    malloc = (
+        "glibc thresholds raised (freed blocks reused)" if reuse_memory and steady_malloc() else "default"
+    )
+    cases, precision = [], []
+    started = time.perf_counter()
+    with torch.no_grad():
+        for seq_len in seq_lens:
+            peak = (
+                {name: measure(name, seq_len, compile=compile).get("peak_extra_mib") for name in CANDIDATES}
+                if memory
+                else None
+            )
+            case, study = _case(seq_len, rounds, compile, peak)
+            cases.append(case)
+            precision.append(study)
+    timed_s = time.perf_counter() - started
+    sweep_results = sweep(list(CANDIDATES), sweep_sizes, compile=compile) if sweep_sizes else {}
+    goal = {}
+    for case in cases:
+        ratios = {t["name"]: t["vs_sdpa"] for t in case["timings"]}
+        goal[str(case["seq_len"])] = {
+            "alibi_fast": ratios[ALIBI_FAST],
+            "alibi_fast_no_window": ratios["posenc alibi_attention, no window"],
+            "met": ratios[ALIBI_FAST] <= GOAL_VS_SDPA,
+        }
+    return {
+        "config": {
+            "batch": BATCH,
+            "heads": HEADS,
+            "d_head": D_HEAD,
+            "dtype": "float32",
+            "causal": True,
+            "grad": "torch.no_grad",
+            "t5_table_std": T5_TABLE_STD,
+        },
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "machine": platform.machine(),
+        "rounds": rounds,
+        "malloc": malloc,
+        "tolerance": TOLERANCE,
+        "goal_vs_sdpa": GOAL_VS_SDPA,
+        "candidates": {name: what for name, (_, what) in CANDIDATES.items()},
+        "cases": cases,
+        "goal": goal,
+        "extra_channel_precision": precision,
+        "timing_and_memory_seconds": timed_s,
+        "sweep": {
+            "limit_bytes": MEMORY_LIMIT_BYTES,
+            "sizes": list(sweep_sizes),
+            "timeout_s": SWEEP_TIMEOUT_S,
+            "results": sweep_results,
+        },
+    }
