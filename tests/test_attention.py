@@ -195,3 +195,20 @@ def test_a_kv_cache_holds_rotated_keys_and_their_positions():
     attention(torch.randn(1, 3, 32), cache=cache)
     attention(torch.randn(1, 1, 32), cache=cache)
     assert cache.length == 4 and cache.positions.tolist() == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("encoding", ["alibi", "t5"])
+def test_sdpa_reads_distance_only_biases_from_one_table_at_consecutive_positions(encoding, monkeypatch):
+    import posenc.attention as attention_module
+
+    calls = []
+    original = attention_module.relative_attention
+    monkeypatch.setattr(attention_module, "relative_attention", lambda *a, **k: calls.append(1) or original(*a, **k))
+    model = make_model(encoding, backend="sdpa")
+    x = tokens()
+    fast = model(x)
+    assert len(calls) == 2  # one per layer
+    model(x, torch.tensor([0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5]))  # packed positions: the materialised path
+    assert len(calls) == 2
+    set_backend(model, "eager")
+    torch.testing.assert_close(fast, model(x), rtol=0, atol=1e-5)

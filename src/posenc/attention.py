@@ -28,6 +28,7 @@ from torch import nn
 from posenc._validation import check_choice, check_positive_int
 from posenc.encodings import PositionalEncoding, build
 from posenc.encodings.base import resolve_positions
+from posenc.kernels.alibi_cpu import relative_attention
 
 BACKENDS = ("eager", "sdpa", "flex")
 
@@ -154,6 +155,10 @@ class MultiHeadAttention(nn.Module):
         """softmax(q·kᵀ/√d + bias + mask)·v for q ``[b, h, i, d]``, k, v ``[b, h_kv, j, d]``."""
         if self.backend == "flex":
             return self._flex(q, k, v, q_positions, k_positions)
+        if self.backend == "sdpa" and self._distance_only(q, k, q_positions, k_positions):
+            # A bias of i − j alone, at consecutive positions: SDPA reads it as a strided view of one
+            # per-distance table (posenc.kernels.alibi_cpu), with no [h, i, j] tensor.
+            return relative_attention(q, k, v, self.encoding.distance_bias, causal=self.causal)
         bias = self.encoding.bias(q_positions, k_positions)  # [(b,) h, i, j] or None
         mask = self._mask(q.shape[2], k.shape[2], q.device)  # [i, j] bool or None
         if self.backend == "sdpa":
@@ -162,6 +167,18 @@ class MultiHeadAttention(nn.Module):
                 q, k, v, attn_mask=attn_mask, enable_gqa=self.n_kv_heads != self.n_heads
             )
         return self._eager(q, k, v, bias, mask)
+
+    def _distance_only(self, q, k, q_positions, k_positions) -> bool:
+        """Whether the fast CPU path applies: a bias of the distance alone, consecutive positions."""
+        if q.device.type != "cpu" or getattr(self.encoding, "distance_bias", None) is None:
+            return False
+        if q_positions.dim() != 1 or k_positions.dim() != 1:
+            return False
+        k_len, q_len = k.shape[2], q.shape[2]
+        return bool(
+            torch.equal(k_positions, torch.arange(k_len, device=k.device))
+            and torch.equal(q_positions, torch.arange(k_len - q_len, k_len, device=q.device))
+        )
 
     def _mask(self, q_len: int, k_len: int, device) -> torch.Tensor | None:
         if not self.causal:

@@ -94,6 +94,11 @@ class ALiBi(BiasEncoding):
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
         return alibi_bias(q_positions, k_positions, self.slopes, symmetric=self.symmetric)
 
+    def distance_bias(self, distances: torch.Tensor) -> torch.Tensor:
+        """The bias at query − key distances ``[n]`` for each head, ``[h, n]`` (float64)."""
+        distances = distances.to(torch.float64)
+        return -self.slopes[:, None] * (distances.abs() if self.symmetric else distances)[None, :]
+
     def pair_bias(self, q_position, k_position, head):
         distance = (k_position - q_position).to(torch.float64)  # j − i
         if self.symmetric:
@@ -161,6 +166,10 @@ class T5RelativeBias(BiasEncoding):
         relative = k_positions.unsqueeze(-2) - q_positions.unsqueeze(-1)  # [(b,) i, j]: key − query
         values = self.table[self.buckets(relative)]  # [(b,) i, j, h]
         return values.movedim(-1, -3)  # [(b,) h, i, j]
+
+    def distance_bias(self, distances: torch.Tensor) -> torch.Tensor:
+        """The bias at query − key distances ``[n]`` for each head, ``[h, n]``."""
+        return self.table[self.buckets(-distances)].T  # buckets take key − query
 
     def pair_bias(self, q_position, k_position, head):
         return self.table[self.buckets(k_position - q_position), head]
