@@ -55,15 +55,16 @@ def as_positions(
     positions_or_length: int | torch.Tensor | Iterable[int],
     *,
     device: torch.device | str | None = None,
+    name: str = "positions",
 ) -> torch.Tensor:
-    """Integer positions as an int64 tensor.
+    """Integer positions as an int64 tensor (errors call them ``name``).
 
     An int n means ``arange(n)``; a tensor or sequence must hold integers (any shape).
     Float positions are refused rather than truncated: a position is an index, and
     silently flooring 2.7 to 2 would hide a bug upstream.
     """
     if isinstance(positions_or_length, bool):
-        raise TypeError(f"positions must be an int length or integer positions, got {positions_or_length!r}")
+        raise TypeError(f"{name} must be an int length or integer positions, got {positions_or_length!r}")
     if isinstance(positions_or_length, Integral):
         length = int(positions_or_length)
         if length <= 0:
@@ -76,14 +77,14 @@ def as_positions(
             positions = torch.as_tensor(list(positions_or_length))
         except (TypeError, ValueError, RuntimeError) as error:
             raise TypeError(
-                f"positions must be an int length, an integer tensor or a sequence of ints, "
+                f"{name} must be an int length, an integer tensor or a sequence of ints, "
                 f"got {positions_or_length!r}"
             ) from error
     if not is_integer_dtype(positions.dtype):
         raise ValueError(
-            f"positions must be integers, got dtype {positions.dtype}"
+            f"{name} must be integers, got dtype {positions.dtype}"
             + (f" with values such as {positions.flatten()[0].item()!r}" if positions.numel() else "")
         )
     if positions.numel() == 0:
-        raise ValueError(f"positions must not be empty, got shape {tuple(positions.shape)}")
+        raise ValueError(f"{name} must not be empty, got shape {tuple(positions.shape)}")
     return positions.to(dtype=torch.int64, device=device)

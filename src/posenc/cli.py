@@ -274,10 +274,14 @@ def _bench(args: argparse.Namespace) -> int:
     for name, error in result["max_abs_error_at_positions_up_to_2^21"].items():
         errors.add_row(name, f"{error:.2e}")
     console.print(errors)
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2))
+    _write_json(result, args.json)
     return 0
+
+
+def _write_json(result: dict, path: Path | None) -> None:
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=2))
 
 
 def _bench_rope(args: argparse.Namespace) -> int:
@@ -323,9 +327,7 @@ def _bench_rope(args: argparse.Namespace) -> int:
             f"goal ≤ {result['goal_vs_clone']}× clone, {escape(key)}: {verdict} "
             f"({goal['out_of_place']:.2f}×; in place {goal['in_place']:.2f}×)"
         )
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2))
+    _write_json(result, args.json)
     return 0
 
 
@@ -408,9 +410,7 @@ def _bench_attention(args: argparse.Namespace) -> int:
             f"goal ALiBi ≤ {result['goal_vs_sdpa']}× unbiased SDPA, s={seq_len}: {verdict} "
             f"({goal['alibi_fast']:.2f}×; no window {goal['alibi_fast_no_window']:.2f}×)"
         )
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2))
+    _write_json(result, args.json)
     return 0
 
 

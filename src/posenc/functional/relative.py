@@ -15,27 +15,13 @@ from collections.abc import Iterable
 
 import torch
 
-from posenc._validation import check_positive_int, is_integer_dtype
+from posenc._validation import as_positions, check_positive_int
 
 
 def _relative_positions(relative_position: int | torch.Tensor | Iterable[int]) -> torch.Tensor:
-    if isinstance(relative_position, bool):
-        raise TypeError(f"relative_position must be integers, got {relative_position!r}")
-    if isinstance(relative_position, torch.Tensor):
-        positions = relative_position
-    else:
-        try:
-            positions = torch.as_tensor(relative_position)
-        except (TypeError, ValueError, RuntimeError) as error:
-            raise TypeError(
-                f"relative_position must be an integer tensor or a sequence of ints, got {relative_position!r}"
-            ) from error
-    if not is_integer_dtype(positions.dtype):
-        raise ValueError(
-            f"relative_position must be integers, got dtype {positions.dtype}"
-            + (f" with values such as {positions.flatten()[0].item()!r}" if positions.numel() else "")
-        )
-    return positions.to(torch.int64)
+    if isinstance(relative_position, int) and not isinstance(relative_position, bool):
+        relative_position = torch.tensor(relative_position)  # one distance, not a length
+    return as_positions(relative_position, name="relative_position")
 
 
 def t5_relative_bucket(
