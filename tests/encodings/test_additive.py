@@ -160,3 +160,14 @@ def test_nope_leaves_everything_unchanged():
     x = torch.randn(2, 5, 8)
     assert nope(x) is x and nope.kind == "none"
     assert sum(p.numel() for p in nope.parameters()) == 0
+
+
+def test_far_positions_are_computed_without_caching_every_position_before_them():
+    from posenc.encodings.sinusoidal import CACHE_POSITIONS
+
+    encoding = SinusoidalEncoding(16)
+    positions = torch.tensor([3, 2**21 - 1, 2**21 + 5])
+    out = encoding.embed(torch.zeros(1, 3, 16, dtype=torch.float64), positions)[0]
+    assert encoding.table.shape[0] <= CACHE_POSITIONS
+    expected = sinusoidal_table(positions, 16, dtype=torch.float64)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)

@@ -191,3 +191,16 @@ def test_bfloat16_heads_are_rotated_in_float32_and_rounded_once():
     # (POSENC_NATIVE=0) may fuse a multiply-add and so flip a rare rounding.
     for rotated, x in ((q_rot, q_bf16), (k_rot, k_bf16)):
         torch.testing.assert_close(rotated, apply_rope(x.float(), cos, sin).to(torch.bfloat16), rtol=2**-8, atol=0)
+
+
+def test_far_positions_are_computed_without_caching_every_position_before_them():
+    from posenc.encodings.rope import CACHE_POSITIONS
+    from posenc.functional.rope import rope_cos_sin
+
+    rope = RotaryEncoding(16)
+    positions = torch.tensor([7, 2**21 - 1, 3 * 2**20])
+    cos, sin = rope.cos_sin(positions)
+    assert rope.cos_cached.shape[0] <= CACHE_POSITIONS
+    expected_cos, expected_sin = rope_cos_sin(positions, rope.inv_freq, dtype=torch.float64)
+    torch.testing.assert_close(cos, expected_cos, rtol=0, atol=1e-15)
+    torch.testing.assert_close(sin, expected_sin, rtol=0, atol=1e-15)

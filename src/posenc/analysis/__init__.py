@@ -15,9 +15,20 @@ from posenc.analysis.rotation import (
     rotation_matrix,
     sinusoidal_shift_matrix,
 )
+from posenc.analysis.shift import attention_logits, logit_shift_change, position_sensitivity
+from posenc.analysis.specimens import SPECIMEN_KWARGS, specimen
+from posenc.analysis.verification import PROPERTY_NAMES, Property, properties
 
 __all__ = [
+    "PROPERTY_NAMES",
+    "SPECIMEN_KWARGS",
     "DistanceSummary",
+    "Property",
+    "attention_logits",
+    "logit_shift_change",
+    "position_sensitivity",
+    "properties",
+    "specimen",
     "angle_error",
     "closed_form_dot",
     "dot_by_distance",

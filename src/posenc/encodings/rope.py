@@ -12,6 +12,9 @@ from posenc.functional.angles import MAX_POSITION, reduced_angles_unchecked, spl
 from posenc.functional.rope import LAYOUTS, rope_cos_sin, rope_inv_freq, xpos_scale
 from posenc.kernels.rope_cpu import apply_rope_cpu
 
+#: Positions below this are served from a float64 cos/sin cache grown on demand; others computed.
+CACHE_POSITIONS = 1 << 16
+
 
 class RotaryEncoding(PositionalEncoding):
     """RoPE (Su et al., 2021, https://arxiv.org/abs/2104.09864) with every scaling, both layouts, partial rotary.
@@ -119,8 +122,11 @@ class RotaryEncoding(PositionalEncoding):
                 **(self.scaling_args | {"seq_len": largest + 1}),
             )
             return rope_cos_sin(positions, inv_freq.to(positions.device), dtype=torch.float64)
+        if largest >= CACHE_POSITIONS:  # far positions: computed, not cached with all before them
+            angle = reduced_angles_unchecked(positions, self.inv_freq_pieces)  # [..., s, r/2]
+            return torch.cos(angle) * self.attention_factor, torch.sin(angle) * self.attention_factor
         if largest >= self.cos_cached.shape[0]:
-            self._grow(max(largest + 1, 2 * self.cos_cached.shape[0]))
+            self._grow(min(max(largest + 1, 2 * self.cos_cached.shape[0]), CACHE_POSITIONS))
         return self.cos_cached[positions], self.sin_cached[positions]
 
     def _grow(self, length: int) -> None:

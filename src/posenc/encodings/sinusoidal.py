@@ -8,6 +8,9 @@ from posenc._validation import check_even_positive_int, check_positive_float
 from posenc.encodings.additive import AdditiveEncoding
 from posenc.functional.sinusoidal import sinusoidal_table
 
+#: Positions below this are served from a float64 table grown on demand; others computed directly.
+CACHE_POSITIONS = 1 << 16
+
 
 class SinusoidalEncoding(AdditiveEncoding):
     """Sinusoidal position codes (Vaswani et al., 2017, https://arxiv.org/abs/1706.03762).
@@ -39,7 +42,9 @@ class SinusoidalEncoding(AdditiveEncoding):
             self.table = table.to(self.table.device)
 
     def codes(self, positions: torch.Tensor) -> torch.Tensor:
-        if positions.numel() and int(positions.min()) >= 0:
+        # The cache covers 0 … max position; far positions (a decoder at offset 10^6) are computed
+        # directly rather than growing a table of every position before them.
+        if positions.numel() and 0 <= int(positions.min()) and int(positions.max()) < CACHE_POSITIONS:
             self._grow(int(positions.max()) + 1)
             return self.table[positions]  # [..., d_model]
         return sinusoidal_table(positions, self.d_model, base=self.base, dtype=torch.float64)

@@ -1,0 +1,106 @@
+"""Attention logits through an encoding's own hooks, and how much they move when every position shifts.
+
+This is the measured "Relative Position" column of seed 004's table (§7): an encoding carries
+relative position explicitly when the logits q_i·k_j + b_ij are unchanged by adding the same
+constant to every position, whatever q and k are.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+
+from posenc._validation import as_positions, check_int, check_positive_int
+from posenc.encodings import PositionalEncoding, SwinRelativeBias
+
+#: Shifts every encoding is measured at (Swin at translations inside its window, see ``shift_plan``).
+DEFAULT_SHIFTS = (1, 7, 100)
+
+
+def attention_logits(
+    encoding: PositionalEncoding,
+    positions: torch.Tensor,
+    *,
+    d_model: int | None = None,
+    n_heads: int | None = None,
+    d_head: int | None = None,
+    seed: int = 0,
+) -> torch.Tensor:
+    """Logits ``[h, s, s]`` of one attention layer over random tokens, in float64, through every hook.
+
+    x ``[1, s, d]`` and the projections are drawn from ``seed`` and do not depend on the positions,
+    so two calls with different positions differ only by what the encoding does with them:
+    ``e = embed(x)``, ``q, k = rotate(e·W_q, e·W_k)``, logits ``= q·kᵀ/√d_head + bias``.
+    Widths default to the encoding's own (``d_model``, ``n_heads``, ``d_head``), else 32 / 2 / 16.
+    """
+    positions = as_positions(positions)
+    encoding = copy.deepcopy(encoding).to(torch.float64)
+    d_model = check_positive_int("d_model", d_model or getattr(encoding, "d_model", 32))
+    n_heads = check_positive_int("n_heads", n_heads or getattr(encoding, "n_heads", 2))
+    d_head = check_positive_int("d_head", d_head or getattr(encoding, "d_head", 16))
+    generator = torch.Generator().manual_seed(seed)
+    seq_len = positions.shape[-1]
+    x = torch.randn(1, seq_len, d_model, generator=generator, dtype=torch.float64)  # [1, s, d]
+    with torch.no_grad():
+        e = encoding.embed(x, positions)  # [1, s, d']
+        width = e.shape[-1]
+        w_q, w_k = torch.randn(2, width, n_heads * d_head, generator=generator, dtype=torch.float64)
+        w_q, w_k = w_q / math.sqrt(width), w_k / math.sqrt(width)
+        q = (e @ w_q).view(1, seq_len, n_heads, d_head).transpose(1, 2)  # [1, h, s, d_head]
+        k = (e @ w_k).view(1, seq_len, n_heads, d_head).transpose(1, 2)
+        q, k = encoding.rotate(q, k, positions, positions)
+        logits = q @ k.transpose(-1, -2) / math.sqrt(d_head)  # [1, h, s, s]
+        bias = encoding.bias(positions, positions)
+        if bias is not None:
+            logits = logits + bias.to(torch.float64)
+    return logits[0]
+
+
+def shift_plan(encoding: PositionalEncoding, shifts=None, seq_len: int = 16) -> tuple[torch.Tensor, tuple]:
+    """The positions ``[s]`` and shifts at which ``logit_shift_change`` measures ``encoding``.
+
+    Positions are 0 … seq_len−1. Swin's positions are token indices of a 2-D window, where a shift
+    of the flattened index is a translation only when no row wraps: it takes the first half row
+    and, by default, shifts that move it along a row or down whole rows.
+    """
+    seq_len = check_positive_int("seq_len", seq_len)
+    if not isinstance(encoding, SwinRelativeBias):
+        shifts = DEFAULT_SHIFTS if shifts is None else tuple(check_int("shift", s) for s in shifts)
+        return torch.arange(seq_len), shifts
+    rows, cols = (encoding.window,) * 2 if isinstance(encoding.window, int) else encoding.window
+    length = cols // 2 + 1
+    if shifts is None:
+        shifts = (1, cols - length, cols, (rows - 1) * cols + cols - length)
+    for shift in shifts:
+        if not 0 <= shift % cols <= cols - length or shift // cols >= rows:
+            raise ValueError(
+                f"shift {shift} is not a translation of tokens 0 … {length - 1} inside a "
+                f"{rows}×{cols} Swin window (a row would wrap or leave the window)"
+            )
+    return torch.arange(length), tuple(shifts)
+
+
+def logit_shift_change(encoding: PositionalEncoding, shifts=None, *, seq_len: int = 16, seed: int = 0):
+    """``{Δ: max |logits(p + Δ) − logits(p)| / max |logits(p)|}`` over random tokens and projections.
+
+    0 at float64 rounding (~1e-16) when attention sees only relative position (RoPE, ALiBi, T5,
+    Swin within its window, and NoPE, which sees no position); of order 1 for absolute encodings.
+    """
+    positions, shifts = shift_plan(encoding, shifts, seq_len)
+    reference = attention_logits(encoding, positions, seed=seed)
+    scale = float(reference.abs().max())
+    return {
+        shift: float((attention_logits(encoding, positions + shift, seed=seed) - reference).abs().max())
+        / scale
+        for shift in shifts
+    }
+
+
+def position_sensitivity(encoding: PositionalEncoding, *, seq_len: int = 16, seed: int = 0) -> float:
+    """max |logits(reversed positions) − logits(positions)| / max |logits|: 0 when position is unseen."""
+    positions, _ = shift_plan(encoding, (), seq_len)
+    reference = attention_logits(encoding, positions, seed=seed)
+    flipped = attention_logits(encoding, positions.flip(0), seed=seed)
+    return float((flipped - reference).abs().max()) / float(reference.abs().max())

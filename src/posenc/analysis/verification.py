@@ -1,0 +1,433 @@
+"""The claims of the seeds, measured on any registered encoding: each a number, a threshold and a verdict.
+
+``properties(encoding)`` returns one ``Property`` per claim of seed 004 (and seeds 000/002):
+bounded values, unique codes, dot products that depend only on distance (and their closed form),
+PE(pos + k) as a fixed linear map of PE(pos), relative position in the attention logits, decay
+of similarity with distance, parameters as a function of L, d and h, and float error at
+positions up to 2^21. A claim that does not concern an encoding is returned with ``holds=None``
+and the reason it does not apply, so every encoding has the same rows.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+
+from posenc._validation import check_positive_int
+from posenc.analysis.dot_product import closed_form_dot, dot_by_distance
+from posenc.analysis.precision import angle_error
+from posenc.analysis.rotation import linear_map_residual
+from posenc.analysis.shift import logit_shift_change, position_sensitivity
+from posenc.encodings import (
+    AdditiveEncoding,
+    ALiBi,
+    LearnedEncoding,
+    PositionalEncoding,
+    RotaryEncoding,
+    SinusoidalEncoding,
+    SwinRelativeBias,
+    T5RelativeBias,
+)
+from posenc.functional.sinusoidal import sinusoidal_table
+
+#: Relative error accepted where a claim is an identity (float64 arithmetic throughout).
+IDENTITY_TOLERANCE = 1e-9
+#: Far-over-near similarity below which similarity is said to decay with distance.
+DECAY_RATIO = 0.75
+#: Largest position (exclusive) of the precision check, the DESIGN precision goal.
+PRECISION_POSITIONS = 2**21
+#: Property names, in the order ``properties`` returns them.
+PROPERTY_NAMES = (
+    "bounded",
+    "unique",
+    "translation_invariant",
+    "closed_form",
+    "linear_map",
+    "relative",
+    "decay",
+    "parameters",
+    "precision",
+)
+
+
+@dataclass(frozen=True)
+class Property:
+    """One measured claim about one encoding."""
+
+    name: str  # one of PROPERTY_NAMES
+    value: float | None  # the measured number; None when the claim does not apply
+    threshold: str  # the pass condition on value, e.g. "≤ 1e-09"
+    holds: bool | None  # True / False; None when the claim does not apply
+    reason: str  # why it holds, fails or does not apply
+    category: str | None = None  # "relative" only: explicit | implicit | no | none
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def verdict(self) -> str:
+        """``holds`` / ``fails`` / ``n/a``."""
+        return "n/a" if self.holds is None else ("holds" if self.holds else "fails")
+
+
+def _not_applicable(name: str, reason: str) -> Property:
+    return Property(name, None, "—", None, reason)
+
+
+def _at_most(name: str, value: float, limit: float, passed: str, failed: str) -> Property:
+    holds = bool(value <= limit)
+    return Property(name, float(value), f"≤ {limit:.3g}", holds, passed if holds else failed)
+
+
+def _codes(encoding: AdditiveEncoding, length: int) -> torch.Tensor:
+    """The position codes ``[T, d]`` in float64 (what ``embed`` adds or concatenates)."""
+    with torch.no_grad():
+        return encoding.codes(torch.arange(length)).to(torch.float64)
+
+
+def _rotary_codes(encoding: RotaryEncoding, length: int) -> torch.Tensor:
+    """The rotation of each position as a code ``[T, r]``: (cos mθ_k, sin mθ_k) for every pair k."""
+    cos, sin = encoding.cos_sin(torch.arange(length))  # [T, r/2] float64
+    return torch.cat((cos, sin), dim=-1)
+
+
+def _relative_biases(encoding: PositionalEncoding, length: int) -> torch.Tensor:
+    """The bias of each head at query − key distances 0 … length−1, ``[h, T]`` float64."""
+    with torch.no_grad():
+        bias = encoding.bias(torch.tensor([length - 1]), torch.arange(length - 1, -1, -1))  # [h, 1, T]
+    return bias[:, 0].to(torch.float64)
+
+
+def _pairwise_min_distance(codes: torch.Tensor) -> float:
+    """The smallest ‖c_i − c_j‖ over i ≠ j for codes ``[T, w]``."""
+    distances = torch.cdist(codes, codes)  # [T, T]
+    distances.fill_diagonal_(math.inf)
+    return float(distances.min())
+
+
+# --- the claims -------------------------------------------------------------------------------
+
+
+def bounded(encoding: PositionalEncoding, length: int) -> Property:
+    """Seed 004 property 1: codes stay in [−1, 1] (additive), rotations keep norms, biases stop growing.
+
+    Biases: max |bias| within 4T over max |bias| within T (1 when bounded).
+    """
+    if isinstance(encoding, AdditiveEncoding):
+        value = float(_codes(encoding, length).abs().max())
+        why = (
+            "sin and cos lie in [−1, 1] at every position"
+            if isinstance(encoding, SinusoidalEncoding)
+            else "measured on the current table: a learned table has no bound by construction"
+        )
+        return _at_most("bounded", value, 1.0, why, f"a code value reaches {value:.3g}; {why}")
+    if isinstance(encoding, RotaryEncoding):
+        change = _rotation_norm_change(encoding, length)
+        return _at_most(
+            "bounded",
+            change,
+            IDENTITY_TOLERANCE,
+            "a rotation keeps ‖q‖ and ‖k‖: position cannot dominate the content",
+            "q and k change norm with position (xPos scaling or an attention factor ≠ 1)",
+        )
+    if encoding.kind == "bias" and not isinstance(encoding, SwinRelativeBias):
+        near = float(_relative_biases(encoding, length).abs().max())
+        far = float(_relative_biases(encoding, 4 * length).abs().max())
+        return _at_most(
+            "bounded",
+            far / near if near else 1.0,
+            1.0 + IDENTITY_TOLERANCE,
+            f"|bias| ≤ {near:.3g} at every distance: it stops growing past the last bucket",
+            f"|bias| grows with distance ({near:.3g} within {length}, {far:.3g} within {4 * length}): "
+            "a penalty linear in distance, by design",
+        )
+    if isinstance(encoding, SwinRelativeBias):
+        return _not_applicable("bounded", "a table over the offsets of one window: nothing grows")
+    return _not_applicable("bounded", "no position code")
+
+
+def _rotation_norm_change(encoding: RotaryEncoding, length: int) -> float:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 1, length, encoding.d_head, generator=generator, dtype=torch.float64)
+    rotated, _ = encoding.rotate(x, x[:, :, :1], torch.arange(length), torch.arange(1))
+    return float(((rotated.norm(dim=-1) - x.norm(dim=-1)).abs() / x.norm(dim=-1)).max())
+
+
+def unique(encoding: PositionalEncoding, length: int) -> Property:
+    """Seed 004 property 2: the smallest distance between two codes of different positions (distances)."""
+    if isinstance(encoding, AdditiveEncoding):
+        codes, what = _codes(encoding, length), "position codes"
+    elif isinstance(encoding, RotaryEncoding):
+        codes, what = _rotary_codes(encoding, length), "rotations (cos, sin of every pair)"
+    elif encoding.kind == "bias" and not isinstance(encoding, SwinRelativeBias):
+        codes, what = _relative_biases(encoding, length).T, "per-head biases of distances"
+    elif isinstance(encoding, SwinRelativeBias):
+        codes, what = encoding.table.detach().to(torch.float64), "per-head biases of window offsets"
+    else:
+        return _not_applicable("unique", "no position code: every position looks the same")
+    value = _pairwise_min_distance(codes)
+    limit = 1e-6
+    holds = value > limit
+    if holds:
+        reason = f"every two of the {codes.shape[0]} {what} differ"
+    elif isinstance(encoding, T5RelativeBias):
+        reason = (
+            f"distances ≥ {encoding.num_buckets // (2 if encoding.bidirectional else 1) // 2} share "
+            "logarithmic buckets (and all distances ≥ max_distance one bucket): T5 tells them apart only "
+            "up to its exact range"
+        )
+    else:
+        reason = f"two of the {codes.shape[0]} {what} coincide"
+    return Property("unique", value, f"> {limit:g}", holds, reason)
+
+
+def translation_invariant(encoding: PositionalEncoding, length: int) -> Property:
+    """Seeds 000/002: PE[i]·PE[i+d] depends only on d (spread over i, relative to ‖PE‖²)."""
+    if not isinstance(encoding, AdditiveEncoding):
+        return _not_applicable(
+            "translation_invariant", "acts inside attention: see 'relative' for its shift test"
+        )
+    codes = _codes(encoding, length)
+    dots = dot_by_distance(codes, range(length // 2))
+    scale = float((codes * codes).sum(dim=-1).mean())
+    spread = max(float(values.max() - values.min()) for values in dots.values()) / scale
+    return _at_most(
+        "translation_invariant",
+        spread,
+        IDENTITY_TOLERANCE,
+        "Σ_k sin·sin + cos·cos = Σ_k cos(d·ω_k): each dot product is a function of the distance",
+        "the dot product of two codes changes with where the pair starts, not only with their distance",
+    )
+
+
+def closed_form(encoding: PositionalEncoding, length: int) -> Property:
+    """Seed 002: PE[i]·PE[i+d] equals Σ_k cos(d·ω_k), relative to d_model/2."""
+    if not isinstance(encoding, SinusoidalEncoding):
+        return _not_applicable("closed_form", "no closed form: only the sinusoidal code has Σ_k cos(d·ω_k)")
+    codes = _codes(encoding, length)
+    distances = range(length // 2)
+    dots = dot_by_distance(codes, distances)
+    expected = closed_form_dot(torch.tensor(list(distances)), encoding.d_model, encoding.base)
+    deviation = max(float((dots[d] - expected[d]).abs().max()) for d in distances) / (encoding.d_model / 2)
+    return _at_most(
+        "closed_form",
+        deviation,
+        IDENTITY_TOLERANCE,
+        "the measured dot products equal the closed form at every start and distance",
+        "the measured dot products differ from Σ_k cos(d·ω_k)",
+    )
+
+
+def linear_map(encoding: PositionalEncoding, length: int) -> Property:
+    """Seed 004 property 3: PE(pos + k) = M_k·PE(pos) with M_k fixed (relative residual, k = 1, 7, T/2)."""
+    offsets = (1, 7, length // 2)
+    if isinstance(encoding, SinusoidalEncoding):
+        codes = _codes(encoding, length)
+        residual = max(linear_map_residual(codes, k, encoding.base) for k in offsets)
+        why = "[sin, cos](a + b) is the rotation by b of [sin, cos](a): M_k is block-diagonal rotations"
+    elif isinstance(encoding, RotaryEncoding):
+        residual = max(_rotary_map_residual(encoding, length, k) for k in offsets)
+        why = "R(m + k) = R(k)·R(m): rotating by the position composes"
+    else:
+        return _not_applicable("linear_map", "claimed of the sinusoidal and rotary codes only")
+    return _at_most(
+        "linear_map", residual, IDENTITY_TOLERANCE, why, "no fixed M_k maps PE(pos) to PE(pos + k)"
+    )
+
+
+def _rotary_map_residual(encoding: RotaryEncoding, length: int, offset: int) -> float:
+    """max |rot(x, m + k) − rot(rot(x, m), k) / a| / max |x| for one vector x at every m (a = ‖rot(x, 0)‖/‖x‖)."""
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(1, 1, 1, encoding.d_head, generator=generator, dtype=torch.float64)
+    x = x.expand(1, 1, length, encoding.d_head)  # [1, 1, T, d]
+    positions = torch.arange(length)
+    rotated, _ = encoding.rotate(x, x[:, :, :1], positions, torch.arange(1))
+    shifted, _ = encoding.rotate(x, x[:, :, :1], positions + offset, torch.arange(1))
+    twice, _ = encoding.rotate(rotated, x[:, :, :1], torch.full((length,), offset), torch.arange(1))
+    scale = float(rotated[0, 0, 0].norm() / x[0, 0, 0].norm())  # the attention factor, if any
+    return float((shifted - twice / scale).abs().max() / x.abs().max())
+
+
+def relative(encoding: PositionalEncoding, length: int) -> Property:
+    """Seed 004's "Relative Position" column, measured: attention logits after shifting every position."""
+    change = max(logit_shift_change(encoding, seq_len=min(length, 16)).values())
+    sensitivity = position_sensitivity(encoding, seq_len=min(length, 16))
+    holds = change <= IDENTITY_TOLERANCE
+    if holds and sensitivity <= IDENTITY_TOLERANCE:
+        category, reason = "none", "the logits do not see position at all (reordering changes nothing)"
+    elif holds:
+        category = "explicit"
+        reason = "the logits depend on position, but only through i − j: a shift changes nothing"
+    elif translation_invariant(encoding, length).holds:
+        category = "implicit"
+        reason = (
+            "a shift changes the logits (content × position terms), but code dot products depend only "
+            "on distance: relative position is there for a learned map to use"
+        )
+    else:
+        category, reason = "no", "a shift changes the logits and the codes carry no relative structure"
+    return Property(
+        "relative", change, f"≤ {IDENTITY_TOLERANCE:.3g}", holds, f"{category}: {reason}", category
+    )
+
+
+def decay(encoding: PositionalEncoding, length: int) -> Property:
+    """Similarity at distances T/2 … T−1 over similarity at 1 … T/16 (RoFormer §3.4.3 long-term decay)."""
+    similarity = _similarity_by_distance(encoding, length)
+    if similarity is None:
+        return _not_applicable("decay", "no similarity of positions to measure")
+    if isinstance(similarity, str):
+        return _not_applicable("decay", similarity)
+    near = float(similarity[1 : max(2, length // 16 + 1)].abs().mean())
+    far = float(similarity[length // 2 :].abs().mean())
+    ratio = far / near
+    holds = ratio <= DECAY_RATIO
+    reason = (
+        f"similarity falls from {near:.3g} near to {far:.3g} far"
+        if holds
+        else f"similarity does not fall with distance ({near:.3g} near, {far:.3g} far)"
+        + ("; a trained table may learn a decay" if encoding.kind in ("bias", "additive") else "")
+    )
+    return Property("decay", ratio, f"≤ {DECAY_RATIO}", holds, reason)
+
+
+def _similarity_by_distance(encoding: PositionalEncoding, length: int) -> torch.Tensor | str | None:
+    """s(d) for d = 0 … T−1: normalised code dot product, rotated-ones logit, or exp(bias(d) − bias(0))."""
+    if isinstance(encoding, AdditiveEncoding):
+        codes = _codes(encoding, length)
+        dots = dot_by_distance(codes, range(length))
+        return torch.stack([dots[d].mean() for d in range(length)]) / dots[0].mean()
+    if isinstance(encoding, RotaryEncoding):
+        ones = torch.ones(1, 1, length, encoding.d_head, dtype=torch.float64)
+        q, k = encoding.rotate(ones[:, :, :1], ones, torch.tensor([length - 1]), torch.arange(length))
+        logits = (q @ k.transpose(-1, -2))[0, 0, 0].flip(0)  # [T]: distance 0 … T−1
+        return logits / logits[0]
+    if isinstance(encoding, SwinRelativeBias):
+        return "a 2-D window of a few tokens: no long distances"
+    if encoding.kind == "bias":
+        biases = _relative_biases(encoding, length)  # [h, T]
+        return (biases - biases[:, :1]).exp().mean(dim=0)
+    return None
+
+
+def parameters(encoding: PositionalEncoding, length: int) -> Property:
+    """Seed 004's "Parameters" column: learned parameters counted from modules built at several L, d, h."""
+    cls = type(encoding)
+    grid = [(64, 32, 2), (128, 32, 2), (64, 64, 2), (64, 32, 4)]
+    counts = {shape: _count_at(cls, *shape) for shape in grid}
+    mismatch = [shape for shape, count in counts.items() if count != cls.count_parameters(*shape)]
+    grows = [
+        letter
+        for letter, other in (("L", (128, 32, 2)), ("d", (64, 64, 2)), ("h", (64, 32, 4)))
+        if counts[other] != counts[(64, 32, 2)]
+    ]
+    value = float(_count_at(cls, 512, 512, 8))
+    depends = f"grows with {', '.join(grows)}" if grows else "independent of L, d and h"
+    reason = f"{cls.parameter_formula}: {int(value)} at L=512, d=512, h=8; counted, {depends}"
+    if mismatch:
+        reason += f"; differs from the formula at (L, d, h) = {mismatch}"
+    return Property("parameters", value, "count = formula", not mismatch, reason)
+
+
+def _count_at(cls: type[PositionalEncoding], max_len: int, d_model: int, n_heads: int) -> int:
+    sizes = {"max_len": max_len, "d_model": d_model, "n_heads": n_heads, "d_head": d_model // n_heads}
+    accepted = inspect.signature(cls.__init__).parameters
+    module = cls(**{name: value for name, value in sizes.items() if name in accepted})
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+def _ulps(approx: torch.Tensor, exact: torch.Tensor, dtype: torch.dtype) -> float:
+    """max |approx − exact| in units of the last place of ``dtype`` at each exact value."""
+    info = torch.finfo(dtype)
+    magnitude = exact.abs().clamp_min(info.tiny)
+    ulp = torch.exp2(torch.floor(torch.log2(magnitude))) * info.eps  # spacing of dtype at each value
+    return float(((approx.to(torch.float64) - exact).abs() / ulp).max())
+
+
+def _precision_positions() -> torch.Tensor:
+    """0 … 1023, every power of two ± 1 up to 2^21, and 1024 random positions below 2^21."""
+    edges = [p + e for k in range(10, 22) for p in (2**k,) for e in (-1, 0, 1) if p + e < PRECISION_POSITIONS]
+    generator = torch.Generator().manual_seed(0)
+    random = torch.randint(0, PRECISION_POSITIONS, (1024,), generator=generator)
+    return torch.cat((torch.arange(1024), torch.tensor(edges), random)).unique()
+
+
+def precision(encoding: PositionalEncoding, length: int) -> Property:
+    """float32 output against float64 at positions up to 2^21 (ulps of float32; ≤ 1 is one rounding)."""
+    positions = _precision_positions()
+    if isinstance(encoding, SinusoidalEncoding):
+        zeros = torch.zeros(1, positions.numel(), encoding.d_model)
+        approx = encoding.embed(zeros, positions)[0]  # [n, d] float32, as a model sees it
+        # The reference: exact range reduction in float64 (checked against 40-digit values in tests).
+        exact = sinusoidal_table(positions, encoding.d_model, base=encoding.base, dtype=torch.float64)
+        value = _ulps(approx, exact, torch.float32)
+        return _at_most(
+            "precision",
+            value,
+            1.0,
+            "angles reduced exactly from integer positions, rounded once to float32",
+            "the float32 code is more than one rounding away from float64",
+        )
+    if isinstance(encoding, RotaryEncoding):
+        if encoding.scaling == "dynamic":
+            return _not_applicable("precision", "dynamic NTK changes its frequencies with the length")
+        error = float(angle_error("posenc", positions, encoding.inv_freq).max())
+        usual = float(angle_error("float32", positions, encoding.inv_freq).max())
+        limit = 2.0**-24
+        return _at_most(
+            "precision",
+            error,
+            limit,
+            f"cos/sin within one float32 rounding of exact (the float32-angle recipe: {usual:.2g})",
+            f"cos/sin error {error:.2g} exceeds one float32 rounding (float32 recipe: {usual:.2g})",
+        )
+    if isinstance(encoding, ALiBi | T5RelativeBias):
+        query = torch.tensor([PRECISION_POSITIONS - 1])
+        keys = PRECISION_POSITIONS - 1 - positions  # distances = positions
+        approx = encoding.bias(query, keys)[:, 0]  # [h, n]
+        exact = encoding.distance_bias(positions).to(torch.float64)
+        value = _ulps(approx, exact, approx.dtype)
+        return _at_most(
+            "precision",
+            value,
+            1.0,
+            "the bias at any distance is one rounding of the float64 value",
+            "the bias is more than one rounding away from float64 at long distances",
+        )
+    if isinstance(encoding, LearnedEncoding):
+        return _not_applicable(
+            "precision", f"a stored table, looked up: positions ≥ max_len={encoding.max_len} are refused"
+        )
+    if isinstance(encoding, SwinRelativeBias):
+        return _not_applicable("precision", "a stored table over one window: no arithmetic on positions")
+    return _not_applicable("precision", "no position arithmetic")
+
+
+CLAIMS = {
+    "bounded": bounded,
+    "unique": unique,
+    "translation_invariant": translation_invariant,
+    "closed_form": closed_form,
+    "linear_map": linear_map,
+    "relative": relative,
+    "decay": decay,
+    "parameters": parameters,
+    "precision": precision,
+}
+
+
+def properties(encoding: PositionalEncoding, *, length: int = 256) -> dict[str, Property]:
+    """Every claim of ``PROPERTY_NAMES`` measured on ``encoding`` over positions 0 … length−1.
+
+    Learned tables are measured over min(length, max_len) positions. Returns ``{name: Property}``.
+    """
+    length = check_positive_int("length", length)
+    if length < 32:
+        raise ValueError(f"length must be at least 32 to measure decay and linear maps, got {length}")
+    if isinstance(encoding, LearnedEncoding):
+        length = min(length, encoding.max_len)
+    with torch.no_grad():
+        return {name: CLAIMS[name](encoding, length) for name in PROPERTY_NAMES}

@@ -1,0 +1,227 @@
+"""properties(encoding): every claim measured on every encoding, and each check catches a planted violation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from posenc import available, build
+from posenc.analysis import PROPERTY_NAMES, properties, specimen
+from posenc.analysis.verification import _ulps
+from posenc.encodings import ALiBi, RotaryEncoding, SinusoidalEncoding
+
+#: What the literature claims and the measurement must confirm on the representative instances:
+#: {encoding: {property: holds}}; properties not named are checked elsewhere or do not apply.
+EXPECTED = {
+    "sinusoidal": {
+        "bounded": True,
+        "unique": True,
+        "translation_invariant": True,
+        "closed_form": True,
+        "linear_map": True,
+        "relative": False,
+        "decay": True,
+        "parameters": True,
+        "precision": True,
+    },
+    "learned": {"unique": True, "translation_invariant": False, "relative": False, "parameters": True},
+    "rope": {
+        "bounded": True,
+        "unique": True,
+        "linear_map": True,
+        "relative": True,
+        "decay": True,
+        "precision": True,
+    },
+    "alibi": {"bounded": False, "unique": True, "relative": True, "decay": True, "precision": True},
+    "t5": {"bounded": True, "unique": False, "relative": True, "precision": True},
+    "swin": {"unique": True, "relative": True, "parameters": True},
+    "nope": {"relative": True, "unique": None, "bounded": None, "precision": None},
+}
+CATEGORIES = {
+    "sinusoidal": "implicit",
+    "learned": "no",
+    "rope": "explicit",
+    "alibi": "explicit",
+    "t5": "explicit",
+    "swin": "explicit",
+    "nope": "none",
+}
+
+
+@pytest.fixture(scope="module")
+def measured():
+    return {name: properties(specimen(name)) for name in available()}
+
+
+@pytest.mark.parametrize("name", available())
+def test_every_encoding_gets_every_property_with_a_value_and_a_reason(measured, name):
+    result = measured[name]
+    assert tuple(result) == PROPERTY_NAMES
+    for prop in result.values():
+        assert prop.holds in (True, False, None)
+        assert (prop.value is None) == (prop.holds is None), prop
+        assert prop.reason and prop.threshold
+        assert prop.verdict in ("holds", "fails", "n/a")
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_measured_verdicts_match_the_mathematics(measured, name):
+    verdicts = {key: measured[name][key].holds for key in EXPECTED[name]}
+    assert verdicts == EXPECTED[name]
+
+
+@pytest.mark.parametrize("name", sorted(CATEGORIES))
+def test_relative_position_column_is_measured(measured, name):
+    assert measured[name]["relative"].category == CATEGORIES[name]
+
+
+def test_parameters_counted_from_modules_grow_as_the_formula_says(measured):
+    assert measured["learned"]["parameters"].value == 512 * 512
+    assert "grows with L, d" in measured["learned"]["parameters"].reason
+    assert measured["t5"]["parameters"].value == 32 * 8
+    assert "grows with h" in measured["t5"]["parameters"].reason
+    for name in ("sinusoidal", "rope", "alibi", "nope"):
+        assert measured[name]["parameters"].value == 0
+
+
+def test_every_registered_encoding_has_a_specimen():
+    for name in available():
+        assert specimen(name) is not None
+    with pytest.raises(ValueError, match="unknown encoding 'nosuch'; available: alibi"):
+        specimen("nosuch")
+
+
+def test_length_too_short_is_refused():
+    with pytest.raises(ValueError, match="length must be at least 32.*got 8"):
+        properties(specimen("rope"), length=8)
+
+
+# --- planted violations -------------------------------------------------------------------------
+
+
+class ShuffledColumn(SinusoidalEncoding):
+    """A sinusoidal table whose column 3 is permuted across positions."""
+
+    def codes(self, positions):
+        codes = super().codes(positions).clone()
+        order = torch.randperm(codes.shape[0], generator=torch.Generator().manual_seed(0))
+        codes[:, 3] = codes[order, 3]
+        return codes
+
+
+class RepeatedPosition(SinusoidalEncoding):
+    """Position 5 gets the code of position 3."""
+
+    def codes(self, positions):
+        codes = super().codes(positions).clone()
+        codes[positions == 5] = super().codes(torch.tensor([3]))
+        return codes
+
+
+class Float32Angles(SinusoidalEncoding):
+    """The usual recipe: float32 positions times float32 frequencies."""
+
+    def codes(self, positions):
+        omega = self.base ** (-torch.arange(0, self.d_model, 2, dtype=torch.float32) / self.d_model)
+        angle = positions.to(torch.float32)[..., None] * omega  # [..., d/2]
+        return torch.stack((angle.sin(), angle.cos()), dim=-1).flatten(-2).to(torch.float64)
+
+
+class WrongBase(SinusoidalEncoding):
+    """Codes built with base 100 while claiming base 10000."""
+
+    def codes(self, positions):
+        return SinusoidalEncoding(self.d_model, base=100.0).codes(positions)
+
+
+class PerPositionFrequencies(RotaryEncoding):
+    """Rotary angles m·θ_m with frequencies drawn anew for every position m."""
+
+    def cos_sin(self, positions):
+        generator = torch.Generator().manual_seed(0)
+        table = torch.rand(1 << 12, self.rotary_dim // 2, generator=generator, dtype=torch.float64)
+        angle = positions.to(torch.float64)[..., None] * table[positions]  # [..., s, r/2]
+        return angle.cos(), angle.sin()
+
+
+def test_learned_table_fails_translation_invariance():
+    result = properties(build("learned", max_len=128, d_model=32))
+    assert result["translation_invariant"].holds is False
+    assert result["translation_invariant"].value > 0.1
+
+
+def test_rope_with_frequencies_drawn_per_position_fails_the_relative_test():
+    result = properties(PerPositionFrequencies(32))
+    assert result["relative"].holds is False
+    assert result["relative"].value > 1e-3
+    assert properties(RotaryEncoding(32))["relative"].holds is True
+
+
+def test_shuffled_column_fails_the_linear_map():
+    result = properties(ShuffledColumn(32))
+    assert result["linear_map"].holds is False
+    assert result["translation_invariant"].holds is False
+    assert properties(SinusoidalEncoding(32))["linear_map"].holds is True
+
+
+def test_repeated_code_fails_uniqueness():
+    result = properties(RepeatedPosition(32))
+    assert result["unique"].holds is False and result["unique"].value == 0.0
+
+
+def test_float32_angles_fail_precision():
+    result = properties(Float32Angles(32))
+    assert result["precision"].holds is False
+    assert result["precision"].value > 100  # ulps
+
+
+def test_wrong_base_fails_the_closed_form_but_not_invariance():
+    result = properties(WrongBase(32))
+    assert result["translation_invariant"].holds is True
+    assert result["closed_form"].holds is False
+
+
+def test_xpos_fails_norm_preservation_but_keeps_relative_logits():
+    result = properties(RotaryEncoding(32, xpos=True))
+    assert result["bounded"].holds is False
+    assert result["relative"].holds is True
+    assert result["linear_map"].holds is True
+
+
+def test_alibi_without_slopes_does_not_decay():
+    alibi = ALiBi(4)
+    alibi.slopes.zero_()
+    assert properties(alibi)["decay"].holds is False
+
+
+def test_scaled_rope_keeps_its_properties():
+    for scaling, args in (
+        ("linear", {"factor": 4.0}),
+        ("yarn", {"factor": 4.0, "original_max_position_embeddings": 64}),
+    ):
+        result = properties(RotaryEncoding(32, scaling=scaling, scaling_args=args))
+        assert result["relative"].holds is True, scaling
+        assert result["linear_map"].holds is True, scaling
+
+
+def test_a_formula_that_miscounts_fails_parameters():
+    class Miscounted(SinusoidalEncoding):
+        parameter_formula = "d"
+
+        @staticmethod
+        def count_parameters(max_len, d_model, n_heads):
+            return d_model
+
+    result = properties(Miscounted(32))
+    assert result["parameters"].holds is False
+    assert "differs from the formula" in result["parameters"].reason
+
+
+def test_ulps_counts_units_in_the_last_place():
+    exact = torch.tensor([1.0, 3.0, -0.25], dtype=torch.float64)
+    assert _ulps(exact.to(torch.float32), exact, torch.float32) == 0.0
+    one_up = torch.tensor([1.0 + 2**-23], dtype=torch.float64)
+    assert _ulps(one_up, torch.tensor([1.0], dtype=torch.float64), torch.float32) == pytest.approx(1.0)
+    two_up = torch.tensor([0.25 + 2 * 2**-25], dtype=torch.float64)
+    assert _ulps(two_up, torch.tensor([0.25], dtype=torch.float64), torch.float32) == pytest.approx(2.0)
