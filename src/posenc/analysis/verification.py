@@ -18,7 +18,7 @@ import torch
 
 from posenc._validation import check_positive_int
 from posenc.analysis.dot_product import closed_form_dot, dot_by_distance
-from posenc.analysis.precision import angle_error
+from posenc.analysis.precision import RECIPES
 from posenc.analysis.rotation import linear_map_residual
 from posenc.analysis.shift import logit_shift_change, position_sensitivity
 from posenc.encodings import (
@@ -31,6 +31,7 @@ from posenc.encodings import (
     SwinRelativeBias,
     T5RelativeBias,
 )
+from posenc.functional.angles import exact_cos_sin, split_frequencies
 from posenc.functional.sinusoidal import sinusoidal_table
 
 #: Relative error accepted where a claim is an identity (float64 arithmetic throughout).
@@ -39,6 +40,8 @@ IDENTITY_TOLERANCE = 1e-9
 DECAY_RATIO = 0.75
 #: Largest position (exclusive) of the precision check, the DESIGN precision goal.
 PRECISION_POSITIONS = 2**21
+#: Magnitude below which a value of a [−1, 1] table is judged by the ulp at 1/64 (see ``_ulps``).
+TABLE_FLOOR = 2.0**-6
 #: Property names, in the order ``properties`` returns them.
 PROPERTY_NAMES = (
     "bounded",
@@ -339,10 +342,14 @@ def _count_at(cls: type[PositionalEncoding], max_len: int, d_model: int, n_heads
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
 
-def _ulps(approx: torch.Tensor, exact: torch.Tensor, dtype: torch.dtype) -> float:
-    """max |approx − exact| in units of the last place of ``dtype`` at each exact value."""
+def _ulps(approx: torch.Tensor, exact: torch.Tensor, dtype: torch.dtype, floor: float = 0.0) -> float:
+    """max |approx − exact| in units of the last place of ``dtype`` at each exact value.
+
+    ``floor``: the smallest magnitude whose ulp is used, so that values near 0 of a table in [−1, 1]
+    are judged on the table's scale rather than on their own (tiny) ulp.
+    """
     info = torch.finfo(dtype)
-    magnitude = exact.abs().clamp_min(info.tiny)
+    magnitude = exact.abs().clamp_min(max(info.tiny, floor))
     ulp = torch.exp2(torch.floor(torch.log2(magnitude))) * info.eps  # spacing of dtype at each value
     return float(((approx.to(torch.float64) - exact).abs() / ulp).max())
 
@@ -356,14 +363,18 @@ def _precision_positions() -> torch.Tensor:
 
 
 def precision(encoding: PositionalEncoding, length: int) -> Property:
-    """float32 output against float64 at positions up to 2^21 (ulps of float32; ≤ 1 is one rounding)."""
+    """float32 output against exact float64 at positions up to 2^21, in float32 ulps (≤ 1: one rounding).
+
+    Sinusoidal codes and RoPE cos/sin tables (values in [−1, 1]) are judged by the ulp at each value,
+    but not below the ulp at 1/64; bias values by the ulp at each value.
+    """
     positions = _precision_positions()
     if isinstance(encoding, SinusoidalEncoding):
         zeros = torch.zeros(1, positions.numel(), encoding.d_model)
         approx = encoding.embed(zeros, positions)[0]  # [n, d] float32, as a model sees it
         # The reference: exact range reduction in float64 (checked against 40-digit values in tests).
         exact = sinusoidal_table(positions, encoding.d_model, base=encoding.base, dtype=torch.float64)
-        value = _ulps(approx, exact, torch.float32)
+        value = _ulps(approx, exact, torch.float32, TABLE_FLOOR)
         return _at_most(
             "precision",
             value,
@@ -374,15 +385,22 @@ def precision(encoding: PositionalEncoding, length: int) -> Property:
     if isinstance(encoding, RotaryEncoding):
         if encoding.scaling == "dynamic":
             return _not_applicable("precision", "dynamic NTK changes its frequencies with the length")
-        error = float(angle_error("posenc", positions, encoding.inv_freq).max())
-        usual = float(angle_error("float32", positions, encoding.inv_freq).max())
-        limit = 2.0**-24
+        exact = torch.cat(exact_cos_sin(positions, split_frequencies(encoding.inv_freq)), dim=-1)
+        ulps = {
+            recipe: _ulps(
+                torch.cat(RECIPES[recipe](positions, encoding.inv_freq), dim=-1),
+                exact,
+                torch.float32,
+                TABLE_FLOOR,
+            )
+            for recipe in ("posenc", "float32")
+        }
         return _at_most(
             "precision",
-            error,
-            limit,
-            f"cos/sin within one float32 rounding of exact (the float32-angle recipe: {usual:.2g})",
-            f"cos/sin error {error:.2g} exceeds one float32 rounding (float32 recipe: {usual:.2g})",
+            ulps["posenc"],
+            1.0,
+            f"cos/sin within one float32 rounding of exact (the float32-angle recipe: {ulps['float32']:.3g} ulps)",
+            f"cos/sin {ulps['posenc']:.3g} ulps from exact (float32-angle recipe: {ulps['float32']:.3g} ulps)",
         )
     if isinstance(encoding, ALiBi | T5RelativeBias):
         query = torch.tensor([PRECISION_POSITIONS - 1])
