@@ -7,7 +7,7 @@ comma := ,
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
-.PHONY: setup test report lint clean
+.PHONY: setup test report lab lint clean
 
 setup: $(STAMP)
 
@@ -19,14 +19,16 @@ test: setup
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 report: setup
-	mkdir -p report
-	$(BIN)/posenc verify --out report/flat_lines.png
-	$(BIN)/posenc verify --json > report/verify.json
-	@echo "report written: report/flat_lines.png, report/verify.json"
+	$(BIN)/posenc report --out report
+
+# The length-generalisation lab's cpu preset (about 30 minutes on 2 cores), then the report with its table.
+lab: setup
+	$(BIN)/posenc lab run --preset cpu
+	$(BIN)/posenc report --out report
 
 lint: setup
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
 
 clean:
-	rm -rf $(VENV) report .pytest_cache .hypothesis
+	rm -rf $(VENV) report figures .pytest_cache .hypothesis

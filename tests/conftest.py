@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import settings
 
 settings.register_profile("default", deadline=None, max_examples=60)
@@ -20,3 +21,14 @@ ENCODING_KWARGS = {
     "t5": {"n_heads": 4},
     "swin": {"n_heads": 4, "window": 7},
 }
+
+
+@pytest.fixture(scope="session")
+def report_dir(tmp_path_factory):
+    """A report written once by `posenc report` (no lab records), shared by the report tests."""
+    from posenc.cli import main
+
+    out = tmp_path_factory.mktemp("report")
+    missing = out / "no-lab.sqlite"
+    assert main(["report", "--out", str(out), "--no-progress", "--lab-db", str(missing)]) == 0
+    return out

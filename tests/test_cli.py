@@ -124,3 +124,31 @@ def test_the_installed_command_verifies_d_model_512_over_4096_positions():
     assert completed.returncode == 0, completed.stderr
     assert "Distance 1024 (3072 pairs):" in completed.stdout and "holds" in completed.stdout
     assert elapsed < 20  # sanity bound only; the measured time is recorded in docs/BENCHMARKS.md
+
+
+def test_verify_all_prints_the_encoding_by_property_table(capsys):
+    code, out, _ = run(capsys, "verify", "--all", "--json")
+    result = json.loads(out)
+    assert code == 0
+    assert result["rope"]["relative"]["holds"] is True
+    assert result["sinusoidal"]["relative"]["category"] == "implicit"
+    assert result["learned"]["translation_invariant"]["holds"] is False
+    code, out, _ = run(capsys, "verify", "--all")
+    assert code == 0
+    assert "shift-invariant logits" in out and "explicit" in out and "fails 0.613" in out
+
+
+def test_plot_writes_every_figure_of_an_encoding(capsys, tmp_path):
+    from posenc.plots import gallery
+
+    code, out, _ = run(capsys, "plot", "alibi", "--out", str(tmp_path))
+    expected = {f"{spec.name}.png" for spec in gallery.figures("alibi")}
+    assert code == 0
+    assert {path.name for path in tmp_path.iterdir()} == expected
+    assert len(out.splitlines()) == len(expected)
+
+
+def test_plot_of_an_unknown_name_lists_the_valid_ones(capsys, tmp_path):
+    code, _, err = run(capsys, "plot", "sinus", "--out", str(tmp_path))
+    assert code == 2
+    assert "unknown figure set 'sinus'; valid: all, alibi" in err

@@ -1,4 +1,4 @@
-"""The ``posenc`` command: list the encodings, verify their claims."""
+"""The ``posenc`` command: list the encodings, verify their claims, draw them, report, run the lab, bench."""
 
 from __future__ import annotations
 
@@ -79,6 +79,37 @@ def _parser() -> argparse.ArgumentParser:
     )
     verify.add_argument("--json", action="store_true", help="print JSON instead of text")
     verify.add_argument("--out", type=Path, default=None, help="write the flat-line plot to this PNG")
+    verify.add_argument(
+        "--all",
+        action="store_true",
+        help="measure every property of every registered encoding and print the encoding × property table",
+    )
+    verify.add_argument(
+        "--length",
+        type=int,
+        default=256,
+        help="--all: positions each property is measured over (default 256)",
+    )
+
+    plot = commands.add_parser("plot", help="draw the figures of one encoding, or of all, as PNG files")
+    plot.add_argument("name", help="an encoding name, 'comparison' (across encodings) or 'all'")
+    plot.add_argument("--out", type=Path, default=Path("figures"), help="folder (default ./figures)")
+    plot.add_argument("--format", choices=["png", "svg", "pdf"], default="png", help="file format")
+
+    report = commands.add_parser(
+        "report", help="every figure, the verification table and the lab table as index.html + report.md"
+    )
+    report.add_argument("--out", type=Path, default=Path("report"), help="folder (default ./report)")
+    report.add_argument(
+        "--lab-db",
+        type=Path,
+        default=Path("lab/records.sqlite"),
+        help="lab records to include when present (default lab/records.sqlite)",
+    )
+    report.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    lab = commands.add_parser("lab", help="the length-generalisation lab: train, evaluate, report")
+    _configure_lab(lab)
 
     bench = commands.add_parser("bench", help="time posenc against its baselines in one process")
     bench.add_argument("name", choices=["sinusoidal", "rope", "attention"], help="what to benchmark")
@@ -115,6 +146,23 @@ def _parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--json", type=Path, default=None, help="also write the results to this JSON file")
     return parser
+
+
+def _configure_lab(parser: argparse.ArgumentParser) -> None:
+    try:
+        from posenc.lab.cli import configure
+    except ImportError:  # the lab is optional while it is built; the command says so
+        parser.set_defaults(lab_missing=True)
+        return
+    configure(parser)
+
+
+def _lab(args: argparse.Namespace) -> int:
+    if getattr(args, "lab_missing", False):
+        raise ValueError("the lab is not available in this installation")
+    from posenc.lab.cli import main as lab_main
+
+    return lab_main(args)
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -169,6 +217,8 @@ def verify_sinusoidal(
 
 
 def _verify(args: argparse.Namespace) -> int:
+    if args.all:
+        return _verify_all(args)
     result = verify_sinusoidal(args.d_model, args.seq_len, args.distances, args.base, args.dtype)
     tolerance = TOLERANCES[args.dtype] if args.tolerance is None else args.tolerance
     result["tolerance"] = tolerance
@@ -238,6 +288,71 @@ def _print_verify(result: dict, *, pairs: bool, out: Path | None) -> None:
     )
     if out is not None:
         console.print(f"flat-line plot written to {out}")
+
+
+def _verify_all(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from posenc.analysis import PROPERTY_NAMES, properties, specimen
+    from posenc.encodings import ENCODINGS, available
+    from posenc.report import PROPERTY_TITLES, format_cell
+
+    table = {name: properties(specimen(name), length=args.length) for name in available()}
+    if args.json:
+        result = {name: {p: prop.as_dict() for p, prop in props.items()} for name, props in table.items()}
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+        return 0
+    view = Table(title=f"Every claim on every encoding (positions 0 … {args.length - 1})")
+    view.add_column("property")
+    for name in table:
+        view.add_column(f"{name}\n({ENCODINGS[name].kind})", justify="right")
+    colours = {"holds": "green", "fails": "red"}
+
+    def cell(prop) -> str:
+        text, colour = escape(format_cell(prop)), colours.get(prop.verdict)
+        return f"[{colour}]{text}[/{colour}]" if colour else text
+
+    for prop_name in PROPERTY_NAMES:
+        view.add_row(
+            escape(PROPERTY_TITLES[prop_name]), *(cell(props[prop_name]) for props in table.values())
+        )
+    view.add_row("relative position", *(props["relative"].category or "" for props in table.values()))
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    console.print(view)
+    console.print(
+        "holds / fails: the measured number against the threshold of posenc.analysis.properties; "
+        "— : the claim does not concern that encoding. `posenc verify --all --json` gives every reason."
+    )
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from posenc.plots import gallery
+
+    names = gallery.names() if args.name == "all" else [args.name]
+    for name in names:
+        if name not in gallery.names():
+            raise ValueError(f"unknown figure set {name!r}; valid: all, {', '.join(gallery.names())}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        for spec in gallery.figures(name):
+            path = args.out / f"{spec.name}.{args.format}"
+            spec.build().savefig(path, dpi=110)
+            print(path)
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from posenc.report import build_report
+
+    summary = build_report(args.out, lab_db=args.lab_db, progress=not args.no_progress)
+    lab = "with the lab table" if summary["lab"] else f"no lab records at {args.lab_db}"
+    print(
+        f"report written to {summary['out']}/index.html and report.md ({summary['figures']} figures; {lab})"
+    )
+    return 0
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -416,7 +531,14 @@ def _bench_attention(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handlers = {"list": _list, "verify": _verify, "bench": _bench}
+    handlers = {
+        "list": _list,
+        "verify": _verify,
+        "plot": _plot,
+        "report": _report,
+        "lab": _lab,
+        "bench": _bench,
+    }
     try:
         return handlers[args.command](args)
     except (ValueError, TypeError) as error:

@@ -17,6 +17,15 @@ from posenc.analysis.rotation import (
 )
 from posenc.analysis.shift import attention_logits, logit_shift_change, position_sensitivity
 from posenc.analysis.specimens import SPECIMEN_KWARGS, specimen
+from posenc.analysis.spectrum import scaled_inv_freq, scaling_examples, wavelengths
+from posenc.analysis.tables import (
+    bias_by_distance,
+    bias_matrix,
+    code_table,
+    swin_offset_table,
+    t5_bucket_map,
+)
+from posenc.analysis.trajectory import pair_channels, rotation_trajectory
 from posenc.analysis.verification import PROPERTY_NAMES, Property, properties
 
 __all__ = [
@@ -40,4 +49,14 @@ __all__ = [
     "rotation_matrix",
     "sinusoidal_shift_matrix",
     "translation_invariance",
+    "bias_by_distance",
+    "bias_matrix",
+    "code_table",
+    "pair_channels",
+    "rotation_trajectory",
+    "scaled_inv_freq",
+    "scaling_examples",
+    "swin_offset_table",
+    "t5_bucket_map",
+    "wavelengths",
 ]

@@ -1,6 +1,8 @@
 """Pure tensor maths: no modules, no state."""
 
+from posenc.functional.alibi import alibi_bias, alibi_slopes
 from posenc.functional.angles import MAX_POSITION, exact_cos_sin, reduced_angles
+from posenc.functional.relative import swin_relative_index, swin_table_size, t5_relative_bucket
 from posenc.functional.rope import (
     SCALINGS,
     apply_rope,
@@ -15,6 +17,8 @@ from posenc.functional.sinusoidal import sinusoidal_frequencies, sinusoidal_tabl
 __all__ = [
     "MAX_POSITION",
     "SCALINGS",
+    "alibi_bias",
+    "alibi_slopes",
     "apply_rope",
     "exact_cos_sin",
     "interleaved_to_half_permutation",
@@ -24,5 +28,8 @@ __all__ = [
     "rope_inv_freq",
     "sinusoidal_frequencies",
     "sinusoidal_table",
+    "swin_relative_index",
+    "swin_table_size",
+    "t5_relative_bucket",
     "xpos_scale",
 ]

@@ -1,0 +1,57 @@
+"""One vector rotated by a rotary encoding at successive positions, as 2-D points per frequency pair (seed 004 §4.2)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+from posenc._validation import as_positions, check_choice, check_even_positive_int
+from posenc.encodings import RotaryEncoding
+from posenc.functional.rope import LAYOUTS
+
+
+def pair_channels(rotary_dim: int, layout: str = "half") -> tuple[torch.Tensor, torch.Tensor]:
+    """The channels (a_k, b_k) that pair k rotates: (k, k + r/2) for ``"half"``, (2k, 2k+1) for ``"interleaved"``.
+
+    Returns:
+        ``(first, second)``, int64 ``[r/2]`` each.
+    """
+    rotary_dim = check_even_positive_int("rotary_dim", rotary_dim)
+    check_choice("layout", layout, LAYOUTS)
+    half = rotary_dim // 2
+    if layout == "half":
+        first = torch.arange(half)
+        return first, first + half
+    first = torch.arange(0, rotary_dim, 2)
+    return first, first + 1
+
+
+def rotation_trajectory(
+    encoding: RotaryEncoding, vector: torch.Tensor, positions: int | torch.Tensor | Iterable[int]
+) -> torch.Tensor:
+    """The pairs (x'_a, x'_b) of ``vector`` rotated as a query at each position, float64 ``[n, r/2, 2]``.
+
+    Measured through the encoding's own ``rotate`` hook, in float64. For plain RoPE, pair k of the
+    vector at position m is its pair at position 0 turned by m·θ_k: a point moving on a circle.
+
+    Args:
+        encoding: a rotary encoding.
+        vector: one head vector ``[d_head]``.
+        positions: positions ``[n]`` (an int n means 0 … n−1).
+
+    Raises:
+        TypeError: not a ``RotaryEncoding``.
+        ValueError: a vector that is not ``[d_head]``, non-integer positions.
+    """
+    if not isinstance(encoding, RotaryEncoding):
+        raise TypeError(f"encoding must be a RotaryEncoding, got {type(encoding).__name__}")
+    if not isinstance(vector, torch.Tensor) or tuple(vector.shape) != (encoding.d_head,):
+        shape = tuple(vector.shape) if isinstance(vector, torch.Tensor) else type(vector).__name__
+        raise ValueError(f"vector must be a tensor [d_head={encoding.d_head}], got {shape}")
+    positions = as_positions(positions).flatten()  # [n]
+    x = vector.detach().to(torch.float64).expand(1, 1, positions.shape[0], encoding.d_head)  # [1, 1, n, d]
+    with torch.no_grad():
+        rotated, _ = encoding.rotate(x, x, positions, positions)  # [1, 1, n, d]
+    first, second = pair_channels(encoding.rotary_dim, encoding.layout)
+    return torch.stack((rotated[0, 0][:, first], rotated[0, 0][:, second]), dim=-1)  # [n, r/2, 2]

@@ -1,0 +1,94 @@
+"""The gallery: every name lists figures that build, draw the analysis numbers, and are named uniquely."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import torch
+from matplotlib.figure import Figure
+
+from posenc.analysis import closed_form_dot, dot_by_distance, gram_matrix, logit_shift_change, specimen
+from posenc.encodings import available
+from posenc.functional import sinusoidal_table
+from posenc.plots import gallery
+from tests.plots.artists import by_gid, labelled, titles
+
+
+@pytest.fixture(scope="module")
+def built() -> dict[str, tuple[gallery.FigureSpec, Figure]]:
+    """Every figure of the gallery, built once: file stem -> (spec, figure)."""
+    return {spec.name: (spec, spec.build()) for name in gallery.names() for spec in gallery.figures(name)}
+
+
+def test_names_are_every_registered_encoding_then_comparison():
+    assert gallery.names() == [*available(), "comparison"]
+
+
+def test_an_unknown_name_is_refused_with_the_valid_ones():
+    with pytest.raises(
+        ValueError, match="unknown gallery name 'cope'; valid: alibi, learned, .*, comparison"
+    ):
+        gallery.figures("cope")
+
+
+def test_figure_names_are_unique_and_prefixed_by_their_gallery_name():
+    stems = []
+    for name in gallery.names():
+        specs = gallery.figures(name)
+        assert specs, f"{name} has no figures"
+        for spec in specs:
+            assert (
+                spec.name.startswith(f"{name}-") and spec.name == spec.name.lower() and " " not in spec.name
+            )
+            assert spec.title and spec.caption.endswith(".")
+            stems.append(spec.name)
+    assert len(stems) == len(set(stems))
+
+
+def test_every_figure_builds_labelled_titled_and_with_its_data_artists(built):
+    for stem, (spec, figure) in built.items():
+        assert isinstance(figure, Figure), stem
+        assert labelled(figure), f"{stem}: an axis has no label"
+        assert spec.title in titles(figure), f"{stem}: its title is not drawn"
+        assert by_gid(figure), f"{stem}: no data artist carries a gid"
+
+
+def test_every_figure_renders_to_png(built):
+    for stem, (_, figure) in built.items():
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=30)
+        assert buffer.getvalue().startswith(b"\x89PNG"), stem
+
+
+def test_sinusoidal_figures_draw_the_seed_tables(built):
+    d_model = specimen("sinusoidal").d_model
+    columns = by_gid(built["sinusoidal-matrix-columns"][1])["matrix"].get_array()
+    np.testing.assert_array_equal(
+        columns,
+        sinusoidal_table(gallery.MATRIX_LENGTH, d_model, dtype=torch.float64, layout="columns").numpy(),
+    )
+    rows = by_gid(built["sinusoidal-matrix-rows"][1])["matrix"].get_array()
+    np.testing.assert_array_equal(rows, columns.T)
+    gram = by_gid(built["sinusoidal-gram"][1])["gram"].get_array()
+    table = sinusoidal_table(gallery.GRAM_LENGTH, d_model, dtype=torch.float64)
+    np.testing.assert_array_equal(gram, gram_matrix(table).numpy())
+
+
+@pytest.mark.parametrize("stem", ["sinusoidal-flat-lines", "rope-flat-lines"])
+def test_flat_line_figures_draw_the_dot_products_and_the_closed_form(built, stem):
+    artists = by_gid(built[stem][1])
+    table = sinusoidal_table(gallery.FLAT_LENGTH, 64, dtype=torch.float64)
+    for distance, values in dot_by_distance(table, gallery.FLAT_DISTANCES).items():
+        np.testing.assert_allclose(
+            artists[f"distance-{distance}"].get_ydata(), values.numpy(), rtol=0, atol=1e-12
+        )
+        assert set(artists[f"expected-{distance}"].get_ydata()) == {float(closed_form_dot(distance, 64))}
+
+
+def test_the_comparison_shows_every_registered_encoding_at_its_measured_change(built):
+    artists = by_gid(built["comparison-logit-shift"][1])
+    for name in available():
+        values = np.array(list(logit_shift_change(specimen(name)).values()))
+        np.testing.assert_array_equal(artists[f"change-{name}"].get_xdata(), np.maximum(values, 1e-20))
