@@ -225,3 +225,12 @@ def test_ulps_counts_units_in_the_last_place():
     assert _ulps(one_up, torch.tensor([1.0], dtype=torch.float64), torch.float32) == pytest.approx(1.0)
     two_up = torch.tensor([0.25 + 2 * 2**-25], dtype=torch.float64)
     assert _ulps(two_up, torch.tensor([0.25], dtype=torch.float64), torch.float32) == pytest.approx(2.0)
+
+
+def test_codes_outside_the_unit_interval_fail_boundedness():
+    class Doubled(SinusoidalEncoding):
+        def codes(self, positions):
+            return 2 * super().codes(positions)
+
+    result = properties(Doubled(32))
+    assert result["bounded"].holds is False and result["bounded"].value == pytest.approx(2.0)
