@@ -2,7 +2,7 @@
 # Creates the virtual environment (when missing) and installs posenc into it
 # with the pinned versions of constraints.txt. A torch that is already there,
 # in the venv or in the interpreter the venv is made from, is kept: the torch
-# pin is dropped so pip never replaces it.
+# pin (and the triton pin) is dropped so pip never replaces them.
 # usage: tools/setup-venv.sh PYTHON VENV EXTRAS
 set -eu
 python=$1
@@ -20,7 +20,8 @@ fi
 
 constraints=constraints.txt
 if "$venv/bin/python" -c "import torch" 2>/dev/null; then
-    grep -v '^torch==' constraints.txt > "$venv/constraints-keep-torch.txt"
+    # that torch's own triton (CUDA builds ship one) is kept too
+    grep -v -e '^torch==' -e '^triton==' constraints.txt > "$venv/constraints-keep-torch.txt"
     constraints="$venv/constraints-keep-torch.txt"
 fi
 "$venv/bin/python" -m pip install --quiet --constraint "$constraints" --editable ".[$extras]"

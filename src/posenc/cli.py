@@ -119,7 +119,8 @@ def _parser() -> argparse.ArgumentParser:
         "--rounds",
         type=int,
         default=None,
-        help="alternating rounds (default 15 for sinusoidal, 41 for rope, 9 for attention)",
+        help="alternating rounds (default 15 for sinusoidal, 41 for rope, 9 for attention; "
+        "with --device cuda 30 for rope, 10 for attention)",
     )
     bench.add_argument(
         "--no-compile",
@@ -131,7 +132,8 @@ def _parser() -> argparse.ArgumentParser:
         "--seq-lens",
         type=_lengths,
         default=None,
-        help="attention: comma-separated sequence lengths (default 1024,2048,4096)",
+        help="attention: comma-separated sequence lengths (default 1024,2048,4096; "
+        "with --device cuda 1024,2048,…,32768)",
     )
     bench.add_argument(
         "--sweep",
@@ -143,6 +145,13 @@ def _parser() -> argparse.ArgumentParser:
         "--no-memory",
         action="store_true",
         help="attention: skip the per-candidate memory measurement (a subprocess each)",
+    )
+    bench.add_argument(
+        "--device",
+        choices=["cpu", "cuda"],
+        default="cpu",
+        help="rope and attention: where to run (default cpu); cuda runs the GPU benchmarks "
+        "(Triton RoPE kernel, flex_attention biases) and needs a CUDA GPU",
     )
     bench.add_argument("--json", type=Path, default=None, help="also write the results to this JSON file")
     return parser
@@ -356,6 +365,8 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.device == "cuda":
+        return _bench_cuda(args)
     if args.name == "rope":
         return _bench_rope(args)
     if args.name == "attention":
@@ -441,6 +452,138 @@ def _bench_rope(args: argparse.Namespace) -> int:
         console.print(
             f"goal ≤ {result['goal_vs_clone']}× clone, {escape(key)}: {verdict} "
             f"({goal['out_of_place']:.2f}×; in place {goal['in_place']:.2f}×)"
+        )
+    _write_json(result, args.json)
+    return 0
+
+
+def _bench_cuda(args: argparse.Namespace) -> int:
+    """``--device cuda``: the GPU benchmarks; exit status 2 with a message where they cannot run."""
+    from posenc.bench import rope
+
+    problem = None
+    if args.name == "sinusoidal":
+        problem = "--device cuda applies to rope and attention, not sinusoidal"
+    elif args.name == "attention" and (args.sweep is not None or args.no_memory):
+        problem = "--sweep and --no-memory apply to --device cpu (on cuda, memory is always measured)"
+    elif not torch.cuda.is_available():
+        problem = rope.CUDA_MISSING.format(torch.__version__)
+    if problem is None:
+        try:
+            return _bench_rope_cuda(args) if args.name == "rope" else _bench_attention_cuda(args)
+        except RuntimeError as error:  # triton missing, or a CUDA failure
+            problem = str(error)
+    print(f"posenc bench: error: {problem}", file=sys.stderr)
+    return 2
+
+
+def _bench_rope_cuda(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from posenc.bench import rope
+
+    rounds = 30 if args.rounds is None else args.rounds
+    result = rope.run_cuda(rounds=rounds, compile=not args.no_compile)
+    console = Console()
+    console.print(
+        f"RoPE on q and k on {escape(result['device'])}, torch {result['torch']}, triton {result['triton']}, "
+        f"liger-kernel {result['liger_kernel']}; median of {rounds} alternating rounds, CUDA events, "
+        f"L2 flushed ({result['l2_flush_bytes'] >> 20} MiB written) before every call"
+    )
+    for case in result["cases"]:
+        b, s, h_q, h_kv, d = case["shape"]
+        table = Table(
+            title=f"b={b} s={s} h_q={h_q} h_kv={h_kv} d={d}, {case['dtype']}, {case['layout']}, "
+            f"{case['direction']} ({case['bytes_moved'] / 1e9:.3f} GB moved)"
+        )
+        for column in (
+            "candidate",
+            "median ms",
+            "range ms",
+            "GB/s",
+            "of copy BW",
+            "peak extra MiB",
+            "max |err|",
+        ):
+            table.add_column(column, justify="left" if column == "candidate" else "right")
+        for t in case["timings"]:
+            error = t["max_abs_error_vs_float64"]
+            table.add_row(
+                escape(t["name"]),
+                f"{t['median_ms']:.3f}",
+                f"{t['min_ms']:.3f}–{t['max_ms']:.3f}",
+                f"{t['gb_per_s']:.0f}",
+                f"{t['of_copy_bandwidth']:.2f}",
+                "n/a" if t["peak_extra_mib"] is None else f"{t['peak_extra_mib']:.0f}",
+                "" if error is None else f"{error:.1e}",
+            )
+        for name, why in case["not_timed"].items():
+            table.add_row(escape(name), escape(f"n/a: {why}"), *[""] * 5)
+        console.print(table)
+        goal = case["goal"]
+        verdict = "[green]met[/green]" if goal["met"] else "[red]not met[/red]"
+        console.print(
+            f"goal ≥ {result['goal_of_copy_bandwidth']} of copy bandwidth and no slower than any peer: "
+            f"{verdict} ({goal['of_copy_bandwidth']:.2f} of copy; {goal['vs_fastest_peer']:.2f}× "
+            f"{escape(goal['fastest_peer'])})"
+        )
+    _write_json(result, args.json)
+    return 0
+
+
+def _bench_attention_cuda(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from posenc.bench import attention
+
+    rounds = 10 if args.rounds is None else args.rounds
+    result = attention.run_cuda(
+        seq_lens=attention.CUDA_SEQ_LENS if args.seq_lens is None else args.seq_lens,
+        rounds=rounds,
+        compile=not args.no_compile,
+    )
+    console = Console()
+    config = result["config"]
+    console.print(
+        f"causal attention on {escape(result['device'])}, b={config['batch']}, h={config['heads']}, "
+        f"d_head={config['d_head']}, {config['dtype']}, no_grad, torch {result['torch']}, "
+        f"median of {rounds} alternating rounds, CUDA events"
+    )
+    check = result["check"]
+    console.print(
+        f"checked against float64 at s={check['seq_len']} (tolerance {check['tolerance']:g}): "
+        + ", ".join(
+            f"{escape(name)} {error:.1e}" for name, error in check["max_abs_error_vs_float64"].items()
+        )
+    )
+    for case in result["cases"]:
+        table = Table(title=f"s = {case['seq_len']}")
+        for column in ("candidate", "median ms", "range ms", "of unbiased flex", "of SDPA", "peak extra MiB"):
+            table.add_column(column, justify="left" if column == "candidate" else "right")
+        for t in case["timings"]:
+            table.add_row(
+                escape(t["name"]),
+                f"{t['median_ms']:.3f}",
+                f"{t['min_ms']:.3f}–{t['max_ms']:.3f}",
+                "" if t["of_unbiased_flex"] is None else f"{t['of_unbiased_flex']:.2f}",
+                "" if t["of_sdpa"] is None else f"{t['of_sdpa']:.2f}",
+                "n/a" if t["peak_extra_mib"] is None else f"{t['peak_extra_mib']:.0f}",
+            )
+        for name, why in case["not_run"].items():
+            table.add_row(escape(name), escape(why), "", "", "", "")
+        console.print(table)
+    for name, seq_len in result["out_of_memory_at"].items():
+        if seq_len is not None:
+            console.print(escape(f"{name}: out of memory at s={seq_len}"))
+    for seq_len, goal in result["goal"].items():
+        verdict = "[green]met[/green]" if goal["met"] else "[red]not met[/red]"
+        console.print(
+            f"goal biased flex ≥ {result['goal_of_unbiased_flex']} of unbiased flex throughput, s={seq_len}: "
+            f"{verdict} (ALiBi {goal['alibi']:.2f}, T5 {goal['t5']:.2f})"
         )
     _write_json(result, args.json)
     return 0

@@ -10,6 +10,7 @@ import torch
 from posenc.bench import rope
 from posenc.cli import main
 from posenc.kernels import native_available
+from posenc.kernels.rope_triton import TRITON_INSTALLED
 
 TINY = ((1, 2, 16, 8),)
 
@@ -96,3 +97,105 @@ def test_bench_refuses_an_unknown_dtype_or_cache_state():
         rope.run(shapes=TINY, dtypes=("float16",), rounds=1, compile=False, reuse_memory=False)
     with pytest.raises(ValueError, match="cache must be one of cold, warm; got 'hot'"):
         rope.run(shapes=TINY, caches=("hot",), rounds=1, compile=False, reuse_memory=False)
+
+
+# --- `posenc bench rope --device cuda`, its code run on CPU (the kernel in Triton's interpreter) -----
+
+GPU_TINY = ((1, 8, 2, 1, 8),)  # (b, s, h_q, h_kv, d)
+needs_triton = pytest.mark.skipif(
+    not TRITON_INSTALLED, reason="triton is not installed (pip install triton; it is in the dev extra)"
+)
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal where there is no GPU")
+
+
+@pytest.fixture(scope="module")
+def gpu_result():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRITON_INTERPRET", "1")
+        return rope.run_cuda(
+            shapes=GPU_TINY, dtypes=("float32", "bfloat16"), rounds=1, compile=False, device="cpu"
+        )
+
+
+@needs_triton
+def test_gpu_bench_checks_and_times_every_candidate_forward_and_backward(gpu_result):
+    cases = {(c["dtype"], c["layout"], c["direction"]): c for c in gpu_result["cases"]}
+    assert set(cases) == {
+        (d, layout, direction)
+        for d in ("float32", "bfloat16")
+        for layout in ("half", "interleaved")
+        for direction in ("forward", "backward")
+    }
+    for (dtype, _, direction), case in cases.items():
+        names = [t["name"] for t in case["timings"]]
+        assert names[:4] == [rope.COPY, rope.TRITON, rope.REFERENCE, rope.HF_EAGER]
+        assert (rope.TRITON_IN_PLACE in names) == (direction == "forward")
+        assert case["not_timed"][rope.HF_COMPILED] == "not requested"
+        assert case["bytes_moved"] == 2 * (8 * 2 * 8 + 8 * 1 * 8) * (4 if dtype == "float32" else 2)
+        bound = rope.CUDA_AGREEMENT[getattr(torch, dtype)] * 8  # |values| stay below 8 here
+        for t in case["timings"]:
+            assert t["gb_per_s"] > 0 and t["peak_extra_mib"] is None  # no memory figures off CUDA
+            assert t["name"] == rope.COPY or t["max_abs_error_vs_float64"] <= bound
+        copy = next(t for t in case["timings"] if t["name"] == rope.COPY)
+        assert copy["of_copy_bandwidth"] == 1.0
+        assert set(case["speedup_vs_peers"]) == {rope.HF_EAGER}  # no compile, no liger-kernel here
+        assert case["goal"]["fastest_peer"] == rope.HF_EAGER and isinstance(case["goal"]["met"], bool)
+
+
+@needs_triton
+def test_gpu_bench_kernel_is_as_exact_as_float32_allows(gpu_result):
+    for case in gpu_result["cases"]:
+        kernel = next(t for t in case["timings"] if t["name"] == rope.TRITON)
+        bound = 1e-5 if case["dtype"] == "float32" else 2**-8 * 8  # half a bfloat16 unit at |value| < 8
+        assert kernel["max_abs_error_vs_float64"] <= bound, case["dtype"]
+
+
+def test_gpu_bench_refuses_without_cuda_and_names_bad_options():
+    if not torch.cuda.is_available():
+        with pytest.raises(
+            RuntimeError, match=r"--device cuda needs a CUDA GPU; torch.cuda.is_available\(\) is False"
+        ):
+            rope.run_cuda()
+    with pytest.raises(ValueError, match="direction must be one of forward, backward; got 'sideways'"):
+        rope.run_cuda(directions=("sideways",), device="cpu")
+
+
+def test_time_on_device_measures_every_candidate_each_round():
+    calls = []
+    timings = rope.time_on_device(
+        {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+        rounds=3,
+        device="cpu",
+        before=lambda: calls.append("flush"),
+        warmup=1,
+    )
+    assert calls == ["flush", "a", "flush", "b"] * 4
+    assert set(timings) == {"a", "b"} and timings["a"].rounds == 3
+    with pytest.raises(ValueError, match="rounds must be at least 1, got 0"):
+        rope.time_on_device({}, rounds=0, device="cpu")
+
+
+@no_cuda
+def test_bench_rope_on_cuda_without_a_gpu_exits_2_with_the_reason(capsys):
+    assert main(["bench", "rope", "--device", "cuda"]) == 2
+    assert "posenc bench: error: --device cuda needs a CUDA GPU" in capsys.readouterr().err
+
+
+@needs_triton
+def test_bench_rope_cuda_command_prints_tables_and_writes_json(gpu_result, tmp_path, capsys, monkeypatch):
+    seen = {}
+
+    def fake_run_cuda(**kwargs):
+        seen.update(kwargs)
+        return gpu_result
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(rope, "run_cuda", fake_run_cuda)
+    monkeypatch.setenv("COLUMNS", "200")
+    out = tmp_path / "rope_cuda.json"
+    assert main(["bench", "rope", "--device", "cuda", "--no-compile", "--json", str(out)]) == 0
+    assert seen == {"rounds": 30, "compile": False}
+    assert len(json.loads(out.read_text())["cases"]) == 8
+    printed = capsys.readouterr().out
+    assert "copy of the same bytes (memory floor)" in printed and "posenc Triton, in place" in printed
+    assert "goal ≥ 0.9 of copy bandwidth and no slower than any peer" in printed

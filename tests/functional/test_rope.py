@@ -103,7 +103,7 @@ def test_query_key_product_depends_only_on_m_minus_n(m, n, shift, layout):
 
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
 def test_shifting_by_k_is_the_fixed_block_diagonal_rotation_M_k(layout):
-    x = torch.randn(1, 1, 40, 32, dtype=torch.float64)
+    x = torch.randn(1, 1, 40, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     inv_freq, _ = rope_inv_freq(32)
     for offset in (1, 5, 999):
         shifted = rotate(x, torch.arange(40) + offset, layout=layout)  # R_{pos+k} x
@@ -111,7 +111,7 @@ def test_shifting_by_k_is_the_fixed_block_diagonal_rotation_M_k(layout):
             reduced_angles(torch.tensor(offset), split_frequencies(inv_freq)), layout=layout
         )
         residual = (shifted - rotate(x, torch.arange(40), layout=layout) @ m_k.T).abs().max()
-        assert float(residual) < 2e-15
+        assert float(residual) < 4e-15  # a few float64 roundings of values up to |x|·2
 
 
 def test_float32_cos_sin_are_within_1_2e_7_of_exact_up_to_2_pow_21():

@@ -9,7 +9,7 @@ import torch
 from posenc._validation import check_choice, check_even_positive_int, check_positive_float, check_positive_int
 from posenc.encodings.base import PositionalEncoding, resolve_positions
 from posenc.functional.angles import MAX_POSITION, reduced_angles_unchecked, split_frequencies
-from posenc.functional.rope import LAYOUTS, rope_cos_sin, rope_inv_freq, xpos_scale
+from posenc.functional.rope import LAYOUTS, apply_rope_qk, rope_cos_sin, rope_inv_freq, xpos_scale
 from posenc.kernels.rope_cpu import apply_rope_cpu
 
 #: Positions below this are served from a float64 cos/sin cache grown on demand; others computed.
@@ -135,14 +135,12 @@ class RotaryEncoding(PositionalEncoding):
         self.cos_cached = torch.cos(angle) * self.attention_factor
         self.sin_cached = torch.sin(angle) * self.attention_factor
 
-    def _rotate_one(self, x: torch.Tensor, positions: torch.Tensor, sign: float) -> torch.Tensor:
+    def _angles(self, positions: torch.Tensor, sign: float) -> tuple[torch.Tensor, torch.Tensor]:
         cos, sin = self.cos_sin(positions)  # [s, r/2] or [b, s, r/2], float64
         if self.xpos:
             scale = xpos_scale(positions, self.rotary_dim, scale_base=self.xpos_scale_base) ** sign
             cos, sin = cos * scale, sin * scale
-        # One pass on CPU (C kernel; float32 inside for bfloat16, rounded once); apply_rope under
-        # autograd, torch.compile and on other devices.
-        return apply_rope_cpu(x, cos, sin, layout=self.layout, rotary_dim=self.rotary_dim)
+        return cos, sin
 
     def rotate(
         self,
@@ -168,7 +166,17 @@ class RotaryEncoding(PositionalEncoding):
             q_positions = torch.arange(start, start + q_len, device=q.device)
         q_positions = resolve_positions(q_positions, q, seq_dim=2)
         k_positions = resolve_positions(k_positions, k, seq_dim=2)
-        return self._rotate_one(q, q_positions, 1.0), self._rotate_one(k, k_positions, -1.0)
+        (q_cos, q_sin), (k_cos, k_sin) = self._angles(q_positions, 1.0), self._angles(k_positions, -1.0)
+        if q.device.type == "cuda":  # one Triton launch for q and k (float32 inside, rounded once)
+            return apply_rope_qk(
+                q, k, q_cos, q_sin, k_cos=k_cos, k_sin=k_sin, layout=self.layout, rotary_dim=self.rotary_dim
+            )
+        # One pass each on CPU (C kernel; float32 inside for bfloat16, rounded once); apply_rope under
+        # autograd and torch.compile.
+        return (
+            apply_rope_cpu(q, q_cos, q_sin, layout=self.layout, rotary_dim=self.rotary_dim),
+            apply_rope_cpu(k, k_cos, k_sin, layout=self.layout, rotary_dim=self.rotary_dim),
+        )
 
     def extra_repr(self) -> str:
         scaling = f", scaling={self.scaling!r}, scaling_args={self.scaling_args}" if self.scaling else ""

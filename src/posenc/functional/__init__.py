@@ -6,6 +6,7 @@ from posenc.functional.relative import swin_relative_index, swin_table_size, t5_
 from posenc.functional.rope import (
     SCALINGS,
     apply_rope,
+    apply_rope_qk,
     interleaved_to_half_permutation,
     permute_qk_weight,
     rope_cos_sin,
@@ -20,6 +21,7 @@ __all__ = [
     "alibi_bias",
     "alibi_slopes",
     "apply_rope",
+    "apply_rope_qk",
     "exact_cos_sin",
     "interleaved_to_half_permutation",
     "permute_qk_weight",

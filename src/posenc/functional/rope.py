@@ -10,6 +10,10 @@ Only the first ``rotary_dim`` = r channels rotate (GPT-NeoX's partial rotary); t
 
 Notation used for tensor shapes: b batch, h heads, s sequence, d head width, r rotary_dim.
 ``cos`` and ``sin`` hold one value per frequency: ``[s, r/2]`` or ``[b, s, r/2]``.
+
+:func:`apply_rope` and :func:`apply_rope_qk` pick a fast path per call (``backend="auto"``): the Triton
+kernel of :mod:`posenc.kernels.rope_triton` for CUDA tensors, the C kernel of
+:mod:`posenc.kernels.rope_cpu` for CPU tensors; ``backend="reference"`` forces the plain torch recipe.
 """
 
 from __future__ import annotations
@@ -298,6 +302,10 @@ def _check_rotation(
     return rotary_dim
 
 
+#: Where :func:`apply_rope` and :func:`apply_rope_qk` rotate: ``auto`` picks per call (see there).
+BACKENDS = ("auto", "reference", "triton", "cpu")
+
+
 def apply_rope(
     x: torch.Tensor,
     cos: torch.Tensor,
@@ -305,19 +313,172 @@ def apply_rope(
     *,
     layout: str = "half",
     rotary_dim: int | None = None,
+    backend: str = "auto",
 ) -> torch.Tensor:
-    """Rotate the first ``rotary_dim`` channels of x by the angles whose cos/sin are given.
+    """Rotate the first ``rotary_dim`` channels of x by the angles whose cos/sin are given (RoPE, Su et al., 2021).
 
     Args:
         x: ``[b, h, s, d]`` (or ``[..., s, d]``).
         cos, sin: ``[s, r/2]`` or ``[b, s, r/2]`` from :func:`rope_cos_sin`.
         layout: ``"half"`` pairs (k, k + r/2); ``"interleaved"`` pairs (2k, 2k+1).
         rotary_dim: rotated channels r (default: all d); the other d − r pass through.
+        backend: where the rotation runs.
+
+            - ``"auto"``: the Triton kernel (:mod:`posenc.kernels.rope_triton`) for CUDA tensors where
+              it applies (triton installed; float16, bfloat16 or float32; head width ≤ 256; cos/sin
+              without gradient), the CPU fast path (:mod:`posenc.kernels.rope_cpu`) for CPU tensors
+              outside autograd and torch.compile tracing, the reference everywhere else.
+            - ``"reference"``: torch ops, the product taken in x's dtype like the models do.
+            - ``"triton"`` or ``"cpu"``: that fast path, or its error.
 
     Returns:
-        Rotated x, same shape and dtype; the product is taken in x's dtype, like the models do.
+        Rotated x, same shape and dtype. The fast paths compute in float32 (float64 for float64 x on
+        CPU) from float32 cos/sin and round once: bit-identical to the reference in float32, within one
+        unit of bfloat16/float16 of it there (and closer to the exact rotation).
+
+    Raises:
+        ValueError: unknown layout or backend, rotary_dim odd or wider than x, cos/sin shapes that do
+            not match x; the chosen fast path's own errors.
     """
+    check_choice("backend", backend, BACKENDS)
     rotary_dim = _check_rotation(x, cos, sin, layout, rotary_dim)
+    path = _path(backend, [(x, cos, sin)])
+    if path == "triton":
+        from posenc.kernels.rope_triton import apply_rope_triton
+
+        if backend == "auto":
+            cos, sin = cos.to(torch.float32), sin.to(torch.float32)
+        return apply_rope_triton(x, cos, sin, layout=layout, rotary_dim=rotary_dim)
+    if path == "cpu":
+        from posenc.kernels.rope_cpu import apply_rope_cpu
+
+        return apply_rope_cpu(x, cos, sin, layout=layout, rotary_dim=rotary_dim)
+    return _apply_rope_reference(x, cos, sin, layout, rotary_dim)
+
+
+def apply_rope_qk(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    *,
+    k_cos: torch.Tensor | None = None,
+    k_sin: torch.Tensor | None = None,
+    layout: str = "half",
+    rotary_dim: int | None = None,
+    inplace: bool = False,
+    backend: str = "auto",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotate q and k: ``(apply_rope(q, cos, sin, …), apply_rope(k, k_cos, k_sin, …))``, in one pass where it can.
+
+    On CUDA the Triton kernel rotates both in one launch; on CPU the C kernel rotates each in one pass.
+
+    Args:
+        q, k: ``[b, h, s, d]`` (or ``[..., s, d]``); k may have fewer heads than q (GQA) and another length.
+        cos, sin: q's angles ``[s, r/2]`` or ``[b, s, r/2]``, and k's unless ``k_cos``/``k_sin`` are given.
+        k_cos, k_sin: k's own angles (keys at other positions than the queries).
+        layout, rotary_dim, backend: as for :func:`apply_rope`.
+        inplace: rotate q and k in their own memory and return them.
+
+    Returns:
+        ``(q_rotated, k_rotated)``, each with its input's shape and dtype.
+
+    Raises:
+        ValueError: the errors of :func:`apply_rope`; k_cos without k_sin (or the reverse); with
+            ``inplace``, cos/sin whose batch would enlarge q or k, or an expanded q or k. Nothing is
+            rotated when it raises.
+        TypeError: ``backend="triton"`` with q and k (or cos and sin) of different dtypes.
+    """
+    check_choice("backend", backend, BACKENDS)
+    if (k_cos is None) != (k_sin is None):
+        raise ValueError("k_cos and k_sin must be given together, or neither")
+    shared = k_cos is None
+    k_cos, k_sin = (cos, sin) if shared else (k_cos, k_sin)
+    q_rotary = _check_rotation(q, cos, sin, layout, rotary_dim)
+    k_rotary = _check_rotation(k, k_cos, k_sin, layout, rotary_dim)
+    path = _path(backend, [(q, cos, sin), (k, k_cos, k_sin)])
+    if path == "triton":
+        from posenc.kernels.rope_triton import apply_rope_qk_triton
+
+        if backend == "auto":
+            cos, sin, k_cos, k_sin = (t.to(torch.float32) for t in (cos, sin, k_cos, k_sin))
+        return apply_rope_qk_triton(
+            q, k, cos, sin, k_cos=k_cos, k_sin=k_sin, layout=layout, rotary_dim=rotary_dim, inplace=inplace
+        )
+    from posenc.kernels import rope_cpu
+
+    if path == "cpu" and shared:
+        return rope_cpu.apply_rope_qk(q, k, cos, sin, layout=layout, rotary_dim=rotary_dim, inplace=inplace)
+    checks = (("q", q, cos, sin), ("k", k, k_cos, k_sin))
+    if path == "cpu":
+        for name, x, c, s in checks:  # both checked before either is rotated
+            rope_cpu._checked(x, name, c, s, layout, rotary_dim, inplace)
+        return (
+            rope_cpu.apply_rope_cpu(q, cos, sin, layout=layout, rotary_dim=rotary_dim, inplace=inplace),
+            rope_cpu.apply_rope_cpu(k, k_cos, k_sin, layout=layout, rotary_dim=rotary_dim, inplace=inplace),
+        )
+    if inplace:
+        for name, x, c, s in checks:
+            rope_cpu._checked(x, name, c, s, layout, rotary_dim, inplace)
+    rotated = (
+        _apply_rope_reference(q, cos, sin, layout, q_rotary),
+        _apply_rope_reference(k, k_cos, k_sin, layout, k_rotary),
+    )
+    return (q.copy_(rotated[0]), k.copy_(rotated[1])) if inplace else rotated
+
+
+def _path(backend: str, items: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> str:
+    """``"triton"``, ``"cpu"`` or ``"reference"``: where these (x, cos, sin) rotate under ``backend``."""
+    if backend != "auto":
+        return backend
+    devices = {t.device.type for item in items for t in item}
+    if devices == {"cuda"} and _triton_applies(items):
+        return "triton"
+    if devices == {"cpu"} and _cpu_applies(items):
+        return "cpu"
+    return "reference"
+
+
+def _needs_grad(t: torch.Tensor) -> bool:
+    return torch.is_grad_enabled() and t.requires_grad
+
+
+def _triton_applies(items: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> bool:
+    from posenc.kernels import rope_triton
+    from posenc.kernels.rope_cpu import _enlarges
+
+    return (
+        rope_triton.TRITON_INSTALLED
+        and len({x.dtype for x, _, _ in items}) == 1
+        and len({(x.shape[-1], cos.shape[-1]) for x, cos, _ in items}) == 1  # one launch, one geometry
+        and all(
+            x.dtype in rope_triton.DTYPES
+            and x.dim() in (2, 3, 4)
+            and x.shape[-1] <= rope_triton.MAX_D_HEAD
+            and cos.dtype.is_floating_point
+            and sin.dtype.is_floating_point
+            and not (_needs_grad(cos) or _needs_grad(sin) or _enlarges(x, cos))
+            for x, cos, sin in items
+        )
+    )
+
+
+def _cpu_applies(items: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> bool:
+    """The CPU fast path: outside autograd and tracing, for the shapes it rotates without enlarging."""
+    if torch.compiler.is_compiling() or any(_needs_grad(t) for item in items for t in item):
+        return False
+    from posenc.kernels import rope_cpu
+
+    return all(
+        x.dtype.is_floating_point and x.dim() in (2, 3, 4) and not rope_cpu._enlarges(x, cos)
+        for x, cos, _ in items
+    )
+
+
+def _apply_rope_reference(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, rotary_dim: int
+) -> torch.Tensor:
+    """The plain torch recipe: cos/sin cast to x's dtype, products and sums in x's dtype."""
     if cos.dim() == 3 and x.dim() == 4:
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # [b, 1, s, r/2]: shared by the heads
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)

@@ -298,7 +298,7 @@ def _rotate(
         if backend == "native":
             why = "torch.compile tracing" if tracing else "autograd" if needs_grad else "cos/sin enlarge x"
             raise RuntimeError(f"the C kernel does not apply here ({why})")
-        rotated = apply_rope(x, cos, sin, layout=layout, rotary_dim=rotary_dim)
+        rotated = apply_rope(x, cos, sin, layout=layout, rotary_dim=rotary_dim, backend="reference")
         return x.copy_(rotated) if inplace else rotated
     if backend != "eager":
         geometry = _native_geometry(x, cos, inplace)
@@ -553,7 +553,7 @@ def _self_test(lib: ctypes.CDLL) -> str:
     cos, sin = angles.cos().float(), angles.sin().float()  # rotary_dim 34 of 40: SIMD block, tail, rest
     geometry = _native_geometry(x, cos, inplace=False)
     for layout in LAYOUTS:
-        expected = apply_rope(x.float(), cos, sin, layout=layout, rotary_dim=34)
+        expected = apply_rope(x.float(), cos, sin, layout=layout, rotary_dim=34, backend="reference")
         for t, want in ((x.float(), expected), (x, expected.to(torch.bfloat16))):
             if not torch.equal(_native(lib, t, cos, sin, layout, 34, False, geometry), want):  # type: ignore[arg-type]
                 return f"self-test failed for {t.dtype}, layout {layout!r}"
