@@ -52,7 +52,8 @@ def test_parameter_formula_matches_the_module(name):
 
 def test_unknown_encoding_names_list_the_valid_ones():
     with pytest.raises(
-        ValueError, match="unknown encoding 'sinusoid'; available: alibi, learned, nope, rope, sinusoidal, swin, t5"
+        ValueError,
+        match="unknown encoding 'sinusoid'; available: alibi, learned, nope, rope, sinusoidal, swin, t5",
     ):
         posenc.build("sinusoid")
 
