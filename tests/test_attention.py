@@ -203,7 +203,9 @@ def test_sdpa_reads_distance_only_biases_from_one_table_at_consecutive_positions
 
     calls = []
     original = attention_module.relative_attention
-    monkeypatch.setattr(attention_module, "relative_attention", lambda *a, **k: calls.append(1) or original(*a, **k))
+    monkeypatch.setattr(
+        attention_module, "relative_attention", lambda *a, **k: calls.append(1) or original(*a, **k)
+    )
     model = make_model(encoding, backend="sdpa")
     x = tokens()
     fast = model(x)

@@ -190,7 +190,9 @@ def test_bfloat16_heads_are_rotated_in_float32_and_rounded_once():
     # Within one bfloat16 unit (2^-8 relative): the C kernel is exact to this, the torch fallback
     # (POSENC_NATIVE=0) may fuse a multiply-add and so flip a rare rounding.
     for rotated, x in ((q_rot, q_bf16), (k_rot, k_bf16)):
-        torch.testing.assert_close(rotated, apply_rope(x.float(), cos, sin).to(torch.bfloat16), rtol=2**-8, atol=0)
+        torch.testing.assert_close(
+            rotated, apply_rope(x.float(), cos, sin).to(torch.bfloat16), rtol=2**-8, atol=0
+        )
 
 
 def test_far_positions_are_computed_without_caching_every_position_before_them():

@@ -25,7 +25,9 @@ def _angles(length, rotary_dim, batch=None):
 
 
 def _reference(q, k, cos, sin, **kwargs):
-    return apply_rope(q, cos, sin, backend="reference", **kwargs), apply_rope(k, cos, sin, backend="reference", **kwargs)
+    return apply_rope(q, cos, sin, backend="reference", **kwargs), apply_rope(
+        k, cos, sin, backend="reference", **kwargs
+    )
 
 
 @needs_native
@@ -52,9 +54,13 @@ def test_c_kernel_rounds_bfloat16_once_from_the_float32_result(layout, inplace):
     q, k = _qk((2, 4, 9, 32), torch.bfloat16)
     cos, sin = _angles(9, 32)
     inputs = [x.clone() for x in (q, k)]
-    once = [apply_rope(x.float(), cos, sin, layout=layout, backend="reference").to(torch.bfloat16) for x in inputs]
+    once = [
+        apply_rope(x.float(), cos, sin, layout=layout, backend="reference").to(torch.bfloat16) for x in inputs
+    ]
     products = _reference(q, k, cos, sin, layout=layout)  # bf16 products, as the models do
-    exact = [apply_rope(x.double(), cos.double(), sin.double(), layout=layout, backend="reference") for x in inputs]
+    exact = [
+        apply_rope(x.double(), cos.double(), sin.double(), layout=layout, backend="reference") for x in inputs
+    ]
     got = apply_rope_qk(q, k, cos, sin, layout=layout, inplace=inplace, backend="native")
     for g, o, p, e, x in zip(got, once, products, exact, inputs, strict=True):
         assert torch.equal(g, o)
