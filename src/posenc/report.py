@@ -135,8 +135,12 @@ def _lab_section(out: Path, lab_db: Path | None) -> Section | None:
     markdown = lab_report.comparison_markdown(lab_db)
     if markdown is None:
         return None
-    section = Section("Length generalisation (measured)", markdown, anchor="lab")
-    figure = lab_report.position_figure(lab_db)
+    title = "Length generalisation, measured"
+    first, _, rest = markdown.strip().partition("\n")
+    if first.startswith("## "):  # the lab's own heading becomes the section's
+        title, markdown = first[3:].strip(), rest
+    section = Section(title, markdown.strip(), anchor="lab")
+    figure = lab_report.bits_per_position_figure(lab_db)
     if figure is not None:
         path = out / "figures" / "lab-bits-per-position.png"
         figure.savefig(path, dpi=110)
@@ -260,11 +264,11 @@ def _html_cell(text: str) -> str:
     status = str(text).split(" ", 1)[0]
     css = {"holds": "holds", "fails": "fails", "—": "na"}.get(status)
     attribute = f' class="{css}"' if css else ""
-    return f"<td{attribute}>{html.escape(str(text))}</td>"
+    return f"<td{attribute}>{_inline(str(text))}</td>"
 
 
 def _html_table(headers: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    head = "".join(f"<th>{_inline(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(_html_cell(c) for c in row) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -277,15 +281,18 @@ def _inline(text: str) -> str:
 
 
 def _html_text(text: str) -> str:
-    """Paragraphs and pipe tables of a Markdown fragment (the lab's table); anything else verbatim."""
+    """Paragraphs, headings, bullet lists and pipe tables of a Markdown fragment (the lab's tables)."""
     blocks, html_parts = text.strip().split("\n\n"), []
     for block in blocks:
         lines = block.strip().splitlines()
         if len(lines) >= 2 and all(line.strip().startswith("|") for line in lines):
             rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
             html_parts.append(_html_table(rows[0], [r for r in rows[2:]]))
+        elif all(line.lstrip().startswith("- ") for line in lines):
+            items = "".join(f"<li>{_inline(line.lstrip()[2:])}</li>" for line in lines)
+            html_parts.append(f"<ul>{items}</ul>")
         elif block.strip().startswith("#"):
-            level = min(len(block) - len(block.lstrip("#")) + 2, 6)
+            level = min(len(block) - len(block.lstrip("#")) + 1, 6)
             html_parts.append(f"<h{level}>{html.escape(block.lstrip('#').strip())}</h{level}>")
         else:
             html_parts.append(f"<p>{_inline(block.strip())}</p>")
