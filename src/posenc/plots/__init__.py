@@ -2,6 +2,7 @@
 
 from posenc.plots.bias import bias_heads, bucket_map, bucket_table, distance_bias, offset_tables
 from posenc.plots.dot_product import flat_lines
+from posenc.plots.lab import bits_per_position
 from posenc.plots.matrix import encoding_matrix, gram_heatmap
 from posenc.plots.precision import angle_errors
 from posenc.plots.rotation import rotating_vector
@@ -11,6 +12,7 @@ from posenc.plots.spectrum import inv_freq_scalings, wavelength_spectrum
 __all__ = [
     "angle_errors",
     "bias_heads",
+    "bits_per_position",
     "bucket_map",
     "bucket_table",
     "distance_bias",

@@ -1,0 +1,90 @@
+"""Seeded generators for the algorithmic tasks: copy, reverse and multi-digit addition.
+
+Every example is one token sequence ``[BOS] question [SEP] answer [EOS]``; the model is trained and
+scored on the answer and EOS only. The length n of an example is the number of symbols in its
+operand (copy, reverse) or digits in each addend (addition):
+
+- copy:     ``BOS x1 … xn SEP x1 … xn EOS``                              (2n + 3 tokens)
+- reverse:  ``BOS x1 … xn SEP xn … x1 EOS``                              (2n + 3 tokens)
+- addition: ``BOS a1 … an + b1 … bn SEP s1 … s(n+1) EOS``, digits least significant first
+  (the order in which the carry is computed), the sum padded to n + 1 digits (3n + 5 tokens).
+
+Symbols are 10 tokens (the digits for addition). The sequence starts with BOS so that an encoding
+without positions (NoPE) has an anchor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from posenc._validation import check_choice, check_positive_int
+
+PAD, BOS, SEP, EOS, PLUS = 0, 1, 2, 3, 4
+#: First of the 10 symbol tokens (digit k is token FIRST_SYMBOL + k).
+FIRST_SYMBOL = 5
+SYMBOLS = 10
+VOCAB_SIZE = FIRST_SYMBOL + SYMBOLS
+ALGORITHMIC_TASKS = ("copy", "reverse", "addition")
+
+
+@dataclass(frozen=True)
+class Examples:
+    """A padded batch of examples (PAD after each example's EOS)."""
+
+    tokens: torch.Tensor  # [b, s] int64, every example padded to the longest
+    answer: torch.Tensor  # [b, s] bool, True at the answer tokens and EOS (what the model must predict)
+
+
+def sequence_length(task: str, n: int) -> int:
+    """Tokens in one example of length n (the position count a model needs for it)."""
+    check_choice("task", task, ALGORITHMIC_TASKS)
+    return 3 * n + 5 if task == "addition" else 2 * n + 3
+
+
+def _example(task: str, symbols: torch.Tensor, others: torch.Tensor) -> tuple[list[int], int]:
+    """One example's tokens and the index where its answer starts."""
+    x = symbols.tolist()
+    if task == "addition":
+        y, carry, b = [], 0, others.tolist()
+        for a_digit, b_digit in zip(x, b, strict=True):
+            carry, digit = divmod(a_digit + b_digit + carry, 10)
+            y.append(digit)
+        y.append(carry)
+        question = [BOS, *(FIRST_SYMBOL + d for d in x), PLUS, *(FIRST_SYMBOL + d for d in b), SEP]
+    else:
+        y = x if task == "copy" else x[::-1]
+        question = [BOS, *(FIRST_SYMBOL + d for d in x), SEP]
+    return question + [FIRST_SYMBOL + d for d in y] + [EOS], len(question)
+
+
+def make_examples(task: str, lengths: torch.Tensor, generator: torch.Generator) -> Examples:
+    """Random examples of ``task`` with the given lengths ``[b]``, drawn from ``generator``.
+
+    Raises:
+        ValueError: an unknown task (listing the valid ones) or a length below 1.
+    """
+    check_choice("task", task, ALGORITHMIC_TASKS)
+    lengths = lengths.tolist()
+    if not lengths or min(lengths) < 1:
+        raise ValueError(f"lengths must be at least 1, got {lengths}")
+    rows = []
+    for n in lengths:
+        symbols = torch.randint(0, SYMBOLS, (2, n), generator=generator)  # [2, n]: operand(s)
+        rows.append(_example(task, symbols[0], symbols[1]))
+    width = max(len(tokens) for tokens, _ in rows)
+    tokens = torch.full((len(rows), width), PAD, dtype=torch.int64)  # [b, s]
+    answer = torch.zeros((len(rows), width), dtype=torch.bool)  # [b, s]
+    for index, (row, start) in enumerate(rows):
+        tokens[index, : len(row)] = torch.tensor(row)
+        answer[index, start : len(row)] = True
+    return Examples(tokens, answer)
+
+
+def training_lengths(batch_size: int, max_length: int, generator: torch.Generator) -> torch.Tensor:
+    """Lengths drawn uniformly from 1 … max_length, ``[batch_size]``."""
+    check_positive_int("batch_size", batch_size)
+    return torch.randint(
+        1, check_positive_int("max_length", max_length) + 1, (batch_size,), generator=generator
+    )

@@ -1,0 +1,174 @@
+"""``posenc lab``: run the length-generalisation sweep and report its comparison table.
+
+``configure(parser)`` adds the subcommands to a ``posenc lab`` parser and ``main(args)`` runs the
+chosen one; ``python -m posenc.lab`` (and ``torchrun … -m posenc.lab``) uses both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from posenc.lab.records import DEFAULT_DB
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected at least one integer, got {text!r}")
+    return values
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the lab's subcommands (``run``, ``report``, ``presets``) to ``parser``."""
+    from posenc.lab.distributed import MODES
+    from posenc.lab.presets import PRESETS
+
+    commands = parser.add_subparsers(dest="lab_command", required=True, metavar="LAB_COMMAND")
+    run = commands.add_parser(
+        "run",
+        help="train and evaluate every (task, encoding, seed) of a preset; finished runs are skipped",
+        description="Train and evaluate every (task, encoding, seed) of a preset and record them. "
+        "Runs already recorded are skipped; a run with a checkpoint resumes from it. Under "
+        "`torchrun --nproc_per_node=N -m posenc.lab run …` the runs are spread over the ranks "
+        "(--parallel spread) or each run is trained with DistributedDataParallel (--parallel ddp).",
+    )
+    run.add_argument("--preset", default="smoke", help=f"one of {', '.join(PRESETS)} (default smoke)")
+    run.add_argument(
+        "--task", "--tasks", dest="tasks", default=None, help="comma-separated tasks (default all)"
+    )
+    run.add_argument(
+        "--encodings", default=None, help="comma-separated encodings (default every registered one)"
+    )
+    run.add_argument("--seeds", type=_ints, default=None, help="comma-separated seeds (default the preset's)")
+    run.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"sqlite records (default {DEFAULT_DB})")
+    run.add_argument(
+        "--workdir",
+        "--checkpoint-dir",
+        dest="workdir",
+        type=Path,
+        default=None,
+        help="checkpoint directory (default: 'checkpoints' next to the database)",
+    )
+    run.add_argument("--steps", type=int, default=None, help="override the preset's training steps")
+    run.add_argument("--train-length", type=int, default=None, help="override the training length L")
+    run.add_argument(
+        "--eval-lengths", type=_ints, default=None, help="comma-separated evaluation lengths (each ≥ L)"
+    )
+    run.add_argument(
+        "--sliding-stride", type=int, default=None, help="lm: also evaluate sliding windows with this stride"
+    )
+    run.add_argument("--checkpoint-every", type=int, default=None, help="override steps between checkpoints")
+    run.add_argument("--parallel", choices=MODES, default="spread", help="under torchrun: spread runs or ddp")
+    run.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
+    run.add_argument(
+        "--threads", type=int, default=None, help="torch threads per process (default cores/ranks)"
+    )
+    run.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="rich bars (default on a terminal)",
+    )
+
+    report = commands.add_parser("report", help="the measured comparison table next to seed 004's claims")
+    report.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"sqlite records (default {DEFAULT_DB})")
+    report.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="directory for lab.md and lab_bits_per_position.png (default: 'report' next to the database)",
+    )
+    report.add_argument(
+        "--preset", default=None, help="only this preset's runs (default every preset recorded)"
+    )
+
+    commands.add_parser("presets", help="the presets and what they run")
+    parser.set_defaults(handler=main)
+
+
+def _threads(requested: int | None) -> int:
+    if requested is not None:
+        if requested < 1:
+            raise ValueError(f"threads must be positive, got {requested}")
+        return requested
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
+    return max(1, (os.cpu_count() or 1) // max(1, local))
+
+
+def _run(args: argparse.Namespace) -> int:
+    import torch
+
+    from posenc.lab import distributed
+    from posenc.lab.records import Records
+    from posenc.lab.sweep import plan, run_sweep
+
+    torch.set_num_threads(_threads(args.threads))
+    sweep = plan(
+        args.preset,
+        tasks=args.tasks,
+        encodings=args.encodings,
+        seeds=args.seeds,
+        steps=args.steps,
+        train_length=args.train_length,
+        eval_lengths=None if args.eval_lengths is None else tuple(args.eval_lengths),
+        sliding_stride=args.sliding_stride,
+        checkpoint_every=args.checkpoint_every,
+    )
+    Records(args.db).close()  # an unwritable or incompatible database stops here, before training
+    context = distributed.start(args.parallel, args.device)
+    try:
+        workdir = args.workdir if args.workdir is not None else args.db.parent / "checkpoints"
+        counts = run_sweep(sweep, db=args.db, workdir=workdir, context=context, progress=args.progress)
+    finally:
+        distributed.stop(context)
+    if context.is_main:
+        print(
+            f"lab run --preset {args.preset}: {counts['run']} run(s) trained, "
+            f"{counts['already_recorded']} already recorded, {counts['planned']} planned; records in {args.db}"
+        )
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from posenc.lab.report import write_report
+
+    out = args.out if args.out is not None else args.db.parent / "report"
+    markdown = write_report(args.db, out, preset=args.preset)
+    if markdown is None:
+        print(f"no lab records in {args.db}", file=sys.stderr)
+        return 1
+    print(markdown)
+    print(f"written: {out / 'lab.md'}, {out / 'lab_bits_per_position.png'}", file=sys.stderr)
+    return 0
+
+
+def _presets(args: argparse.Namespace) -> int:
+    from posenc.lab.presets import PRESETS, lab_encodings
+
+    for preset in PRESETS.values():
+        print(f"{preset.name}: {preset.description}")
+        print(f"  seeds {list(preset.seeds)}; encodings {', '.join(lab_encodings())}")
+        for task, setup in preset.tasks.items():
+            model, train = setup.model, setup.train
+            print(
+                f"  {task}: L={setup.train_length}, eval ×{list(setup.eval_multipliers)}, "
+                f"d_model={model.d_model}, layers={model.n_layers}, heads={model.n_heads}, "
+                f"steps={train.steps}, batch={train.batch_size}, lr={train.lr}"
+            )
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the chosen lab subcommand; 0 on success, 2 on bad input (the message names it)."""
+    handlers = {"run": _run, "report": _report, "presets": _presets}
+    try:
+        return handlers[args.lab_command](args)
+    except (ValueError, TypeError) as error:
+        print(f"posenc lab {args.lab_command}: error: {error}", file=sys.stderr)
+        return 2

@@ -1,0 +1,290 @@
+"""Presets of the lab (model, training budget and evaluation per task) and the config of one run.
+
+A run is one (task, encoding, seed) under one preset's settings. Its :class:`RunConfig` holds every
+setting that changes its result; the sha256 of its canonical JSON is the run's identity in the
+records, so re-running a sweep skips what is done and a changed setting is a new run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, replace
+
+from posenc.encodings import available, encoding_class
+from posenc.lab import algorithmic
+from posenc.lab.tasks import TASKS, check_task
+
+#: Version of the run config's layout; part of every hash, so a change never reuses old results.
+CONFIG_VERSION = 1
+#: Registered encodings the lab does not train, and why (recorded in the database as such).
+NOT_APPLICABLE = {
+    "swin": "Swin's bias is a 2-D window table over the Wh×Ww tokens of an image window (49 positions "
+    "for 7×7); it has no meaning for 1-D sequences and no value past the window",
+}
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The transformer every encoding is trained in (``posenc.model.TransformerLM``)."""
+
+    d_model: int = 64  # model width
+    n_layers: int = 2  # transformer blocks
+    n_heads: int = 4  # attention heads (d_head = d_model / n_heads)
+    d_ff: int | None = None  # MLP width; None means 4·d_model
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation budget: AdamW, linear warm-up then cosine decay to a tenth of ``lr``."""
+
+    steps: int = 1000  # optimiser steps
+    batch_size: int = 32  # global batch (split over ranks under DDP)
+    lr: float = 2e-3  # peak learning rate
+    warmup: int = 100  # linear warm-up steps
+    weight_decay: float = 0.1  # AdamW weight decay (matrices only)
+    grad_clip: float = 1.0  # global gradient-norm clip
+    checkpoint_every: int = 250  # steps between checkpoints (model, optimiser, RNG)
+    log_every: int = 50  # steps between recorded training losses
+
+
+@dataclass(frozen=True)
+class TaskSetup:
+    """How one task is run under a preset."""
+
+    model: ModelConfig  # the model shape
+    train: TrainConfig  # the training budget
+    train_length: int  # L: bytes per window (lm) or symbols per operand, trained on 1 … L (algorithmic)
+    eval_multipliers: tuple[int, ...] = (1, 2, 4, 8)  # evaluation lengths as multiples of L
+    eval_size: int = 65536  # validation bytes (lm, the same bytes at every length) or examples per length
+    t5_buckets: int = 32  # T5 num_buckets; max_distance is half the training sequence
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named sweep: tasks with their setups, seeds, and (by default) every applicable encoding."""
+
+    name: str  # the preset's name
+    description: str  # what it is for and how long it takes
+    seeds: tuple[int, ...]  # seeds run for every (task, encoding)
+    tasks: dict[str, TaskSetup] = field(default_factory=dict)  # task name -> setup
+
+
+def _algorithmic(
+    model: ModelConfig, train: TrainConfig, length: int, examples: int, buckets: int
+) -> TaskSetup:
+    return TaskSetup(model, train, length, eval_multipliers=(1, 2, 4), eval_size=examples, t5_buckets=buckets)
+
+
+def _preset(name: str, description: str, seeds: tuple[int, ...], lm: TaskSetup, algo: TaskSetup) -> Preset:
+    return Preset(
+        name, description, seeds, {"lm": lm, **{task: algo for task in algorithmic.ALGORITHMIC_TASKS}}
+    )
+
+
+PRESETS: dict[str, Preset] = {
+    "smoke": _preset(
+        "smoke",
+        "every task and encoding for a few steps on a tiny model, one seed: under a minute, for CI",
+        (0,),
+        TaskSetup(
+            ModelConfig(32, 1, 2),
+            TrainConfig(12, 8, 3e-3, 2, checkpoint_every=5, log_every=4),
+            16,
+            eval_size=1024,
+            t5_buckets=8,
+        ),
+        _algorithmic(
+            ModelConfig(32, 1, 2), TrainConfig(12, 16, 3e-3, 2, checkpoint_every=5, log_every=4), 3, 32, 8
+        ),
+    ),
+    "cpu": _preset(
+        "cpu",
+        "the full table, every task and encoding, 3 seeds: about 30 minutes on 2 CPU cores",
+        (0, 1, 2),
+        TaskSetup(
+            ModelConfig(64, 2, 4),
+            TrainConfig(2000, 32, 2e-3, 100, checkpoint_every=250),
+            64,
+            eval_size=65536,
+            t5_buckets=32,
+        ),
+        _algorithmic(
+            ModelConfig(64, 2, 4), TrainConfig(1500, 64, 3e-3, 100, checkpoint_every=250), 6, 512, 16
+        ),
+    ),
+    "gpu": _preset(
+        "gpu",
+        "a larger model and longer training on one GPU, 5 seeds",
+        (0, 1, 2, 3, 4),
+        TaskSetup(
+            ModelConfig(384, 6, 6),
+            TrainConfig(20000, 64, 1e-3, 1000, checkpoint_every=1000, log_every=200),
+            256,
+            eval_size=1 << 20,
+        ),
+        _algorithmic(
+            ModelConfig(256, 4, 8),
+            TrainConfig(20000, 128, 1e-3, 1000, checkpoint_every=1000, log_every=200),
+            16,
+            2048,
+            32,
+        ),
+    ),
+}
+
+
+def check_preset(name: str) -> Preset:
+    """The preset called ``name``; a ValueError listing the valid presets otherwise."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; valid presets: {', '.join(PRESETS)}")
+    return PRESETS[name]
+
+
+def lab_encodings() -> list[str]:
+    """Every registered encoding the lab trains (all of ``posenc.available()`` but NOT_APPLICABLE)."""
+    return [name for name in available() if name not in NOT_APPLICABLE]
+
+
+def check_encodings(names: list[str]) -> list[str]:
+    """``names`` if each is registered; a ValueError listing the valid encodings otherwise."""
+    for name in names:
+        if name not in available():
+            raise ValueError(f"unknown encoding {name!r}; valid encodings: {', '.join(available())}")
+    return names
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that determines one run's result; hashed into the run's identity."""
+
+    task: str  # task name
+    encoding: str  # registered encoding name
+    seed: int  # model initialisation and data order
+    model: ModelConfig  # transformer shape
+    train: TrainConfig  # optimisation budget
+    train_length: int  # L
+    eval_lengths: tuple[int, ...]  # lengths evaluated (each ≥ L)
+    eval_size: int  # validation bytes (lm) or examples per length (algorithmic)
+    sliding_stride: int | None  # lm: also evaluate with windows overlapping by (n − stride); None: off
+    encoding_kwargs: dict  # arguments for posenc.build on top of the model's defaults (recorded)
+    train_backend: str  # attention backend while training ("flex" for bias encodings)
+    eval_backend: str  # attention backend for evaluation (same function; no compilation per length)
+    corpus_sha256: str | None  # fingerprint of the lm corpus; None for algorithmic tasks
+    version: int = CONFIG_VERSION  # layout of this config
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @property
+    def config_hash(self) -> str:
+        """sha256 of the canonical JSON config: the run's identity in the records."""
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+    @property
+    def label(self) -> str:
+        return f"{self.task} {self.encoding} seed {self.seed}"
+
+
+def encoding_kwargs(encoding: str, task_sequence: int, setup: TaskSetup) -> dict:
+    """Lab settings of an encoding beyond the model's defaults, recorded with each run.
+
+    T5: far buckets must see training examples (LAB-NOTES), so ``max_distance`` is half the
+    training sequence and every bucket up to it is reached while training. Learned: the table holds
+    exactly the training sequence.
+    """
+    if encoding == "t5":
+        exact = setup.t5_buckets // 2  # causal: the first half of the buckets are exact distances
+        return {"num_buckets": setup.t5_buckets, "max_distance": max(exact + 1, task_sequence // 2)}
+    if encoding == "learned":
+        return {"max_len": task_sequence}
+    return {}
+
+
+def backends(encoding: str) -> tuple[str, str]:
+    """(training, evaluation) attention backends: bias encodings train through flex's score_mod."""
+    training = "flex" if encoding_class(encoding).kind == "bias" else "sdpa"
+    return training, "sdpa"
+
+
+def check_eval_lengths(train_length: int, eval_lengths: tuple[int, ...]) -> tuple[int, ...]:
+    """Evaluation lengths, each at least the training length; a ValueError otherwise."""
+    if not eval_lengths:
+        raise ValueError("eval_lengths must name at least one length")
+    for length in eval_lengths:
+        if length < train_length:
+            raise ValueError(
+                f"evaluation length {length} is shorter than the training length L={train_length}; "
+                "the lab measures generalisation to lengths ≥ L"
+            )
+    return tuple(sorted(set(eval_lengths)))
+
+
+def run_config(
+    preset: Preset,
+    task: str,
+    encoding: str,
+    seed: int,
+    *,
+    corpus_sha256: str | None = None,
+    steps: int | None = None,
+    train_length: int | None = None,
+    eval_lengths: tuple[int, ...] | None = None,
+    sliding_stride: int | None = None,
+    checkpoint_every: int | None = None,
+) -> RunConfig:
+    """The config of one run of ``preset``, with optional overrides of the budget and lengths."""
+    from posenc.lab.tasks import make_task_shape
+
+    setup = preset.tasks[check_task(task)]
+    length = setup.train_length if train_length is None else train_length
+    lengths = tuple(m * length for m in setup.eval_multipliers) if eval_lengths is None else eval_lengths
+    lengths = check_eval_lengths(length, lengths)
+    train = setup.train
+    if steps is not None:
+        train = replace(train, steps=steps)
+    if checkpoint_every is not None:
+        train = replace(train, checkpoint_every=checkpoint_every)
+    eval_size = setup.eval_size
+    if task == "lm" and eval_size % max(lengths):
+        eval_size = max(lengths) * max(1, eval_size // max(lengths))  # whole windows at every length
+    if sliding_stride is not None and not 1 <= sliding_stride <= length:
+        raise ValueError(
+            f"sliding_stride must be between 1 and the training length {length}, got {sliding_stride}"
+        )
+    training, evaluation = backends(encoding)
+    return RunConfig(
+        task=task,
+        encoding=encoding,
+        seed=seed,
+        model=setup.model,
+        train=train,
+        train_length=length,
+        eval_lengths=lengths,
+        eval_size=eval_size,
+        sliding_stride=sliding_stride if task == "lm" else None,
+        encoding_kwargs=encoding_kwargs(encoding, make_task_shape(task, length), setup),
+        train_backend=training,
+        eval_backend=evaluation,
+        corpus_sha256=corpus_sha256 if task == "lm" else None,
+    )
+
+
+__all__ = [
+    "NOT_APPLICABLE",
+    "PRESETS",
+    "TASKS",
+    "ModelConfig",
+    "Preset",
+    "RunConfig",
+    "TaskSetup",
+    "TrainConfig",
+    "check_encodings",
+    "check_eval_lengths",
+    "check_preset",
+    "lab_encodings",
+    "run_config",
+]

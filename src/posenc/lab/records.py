@@ -1,0 +1,208 @@
+"""The lab's records: one sqlite database (standard library ``sqlite3``) holding every run.
+
+Each run is one row keyed by its config hash: config, encoding, seed, metrics, timings, versions and
+corpus fingerprint, written in a single transaction, so a run is either recorded whole or not at
+all and can never be recorded twice. A ``meta`` table holds the schema version; a database of
+another version (or one that is not a lab database) is refused with a message, never modified.
+Writability is checked when the database is opened, before any training starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from datetime import datetime, timezone
+from pathlib import Path
+
+#: Layout of the tables below; a database with another version is refused.
+SCHEMA_VERSION = 1
+DEFAULT_DB = Path("lab") / "records.sqlite"
+STATUSES = ("done", "not applicable")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    config_hash TEXT PRIMARY KEY,   -- sha256 of the canonical JSON config
+    preset TEXT NOT NULL,           -- preset the run was planned under
+    task TEXT NOT NULL,
+    encoding TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    status TEXT NOT NULL,           -- 'done' or 'not applicable'
+    reason TEXT,                    -- why, when not applicable
+    config TEXT NOT NULL,           -- JSON
+    metrics TEXT NOT NULL,          -- JSON: evaluation per length, losses, parameters, relative position
+    timings TEXT NOT NULL,          -- JSON: seconds per step, training and evaluation seconds
+    versions TEXT NOT NULL,         -- JSON: python, torch, posenc, device
+    corpus TEXT,                    -- JSON fingerprint of the lm corpus (NULL for algorithmic tasks)
+    recorded_at TEXT NOT NULL       -- UTC, ISO 8601
+);
+"""
+_COLUMNS = ("config", "metrics", "timings", "versions", "corpus")
+
+
+def _refuse(path: Path, why: str) -> ValueError:
+    return ValueError(f"database {str(path)!r} {why}; it was left unchanged (choose another --db)")
+
+
+class Records:
+    """A lab database, opened (and created when missing) for reading and writing.
+
+    Args:
+        path: the sqlite file; its directory is created when missing.
+        readonly: open an existing database without creating or writing anything.
+
+    Raises:
+        ValueError: the path cannot be written (or, read-only, does not exist); the file is not an
+            sqlite database, not a lab database, or has another schema version.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, readonly: bool = False) -> None:
+        self.path = Path(path)
+        self.readonly = readonly
+        if readonly:
+            if not self.path.is_file():
+                raise ValueError(f"database {str(self.path)!r} does not exist")
+            self._connection = sqlite3.connect(
+                f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60
+            )
+        else:
+            self._connection = self._open_writable()
+        try:
+            self._check_schema()
+        except Exception:
+            self._connection.close()
+            raise
+
+    def _open_writable(self) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ValueError(f"database path {str(self.path)!r} is not writable: {error}") from None
+        if self.path.is_dir():
+            raise ValueError(f"database path {str(self.path)!r} is a directory")
+        if not os.access(self.path.parent, os.W_OK) or (
+            self.path.exists() and not os.access(self.path, os.W_OK)
+        ):
+            raise ValueError(f"database path {str(self.path)!r} is not writable")
+        try:
+            connection = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            connection.execute("BEGIN IMMEDIATE")  # takes the write lock: fails now on a read-only file
+            connection.execute("ROLLBACK")
+        except sqlite3.DatabaseError as error:
+            raise _refuse(self.path, f"cannot be opened for writing ({error})") from None
+        return connection
+
+    def _check_schema(self) -> None:
+        try:
+            tables = {
+                row[0]
+                for row in self._connection.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
+        except sqlite3.DatabaseError as error:
+            raise _refuse(self.path, f"is not an sqlite database ({error})") from None
+        if not tables:
+            if self.readonly:
+                raise ValueError(f"database {str(self.path)!r} holds no lab records")
+            with self._transaction():
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        self._connection.execute(statement)
+                self._connection.execute(
+                    "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?), ('created_by', 'posenc lab')",
+                    (str(SCHEMA_VERSION),),
+                )
+            return
+        if "meta" not in tables:
+            raise _refuse(self.path, "is not a posenc lab database (no meta table)")
+        row = self._connection.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        version = None if row is None else row[0]
+        if version != str(SCHEMA_VERSION):
+            raise _refuse(
+                self.path,
+                f"has schema version {version}, and this posenc reads version {SCHEMA_VERSION} only",
+            )
+
+    def _transaction(self):
+        connection = self._connection
+
+        class _Transaction:
+            def __enter__(self):
+                connection.execute("BEGIN IMMEDIATE")
+
+            def __exit__(self, kind, value, traceback):
+                connection.execute("COMMIT" if kind is None else "ROLLBACK")
+                return False
+
+        return _Transaction()
+
+    def close(self) -> None:
+        self._connection.close()
+
+    def __enter__(self) -> Records:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def finished(self, config_hash: str) -> bool:
+        """Whether the run with this hash is recorded."""
+        query = "SELECT 1 FROM runs WHERE config_hash = ?"
+        return self._connection.execute(query, (config_hash,)).fetchone() is not None
+
+    def count(self, config_hashes: list[str]) -> int:
+        """How many of these runs are recorded."""
+        recorded = {row[0] for row in self._connection.execute("SELECT config_hash FROM runs")}
+        return len(recorded.intersection(config_hashes))
+
+    def write(
+        self,
+        *,
+        config_hash: str,
+        preset: str,
+        config: dict,
+        status: str,
+        metrics: dict,
+        timings: dict,
+        versions: dict,
+        corpus: dict | None,
+        reason: str | None = None,
+    ) -> bool:
+        """Record one run in one transaction; False (and nothing written) when it is already recorded."""
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {', '.join(STATUSES)}; got {status!r}")
+        values = (
+            config_hash,
+            preset,
+            config["task"],
+            config["encoding"],
+            int(config["seed"]),
+            status,
+            reason,
+            json.dumps(config, sort_keys=True),
+            json.dumps(metrics, sort_keys=True),
+            json.dumps(timings, sort_keys=True),
+            json.dumps(versions, sort_keys=True),
+            None if corpus is None else json.dumps(corpus, sort_keys=True),
+            datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
+        with self._transaction():
+            cursor = self._connection.execute(
+                "INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values
+            )
+        return cursor.rowcount == 1
+
+    def rows(self, *, status: str | None = None) -> list[dict]:
+        """Every recorded run (optionally only those with ``status``), JSON columns decoded."""
+        query = (
+            "SELECT * FROM runs" + (" WHERE status = ?" if status else "") + " ORDER BY recorded_at, rowid"
+        )
+        cursor = self._connection.execute(query, (status,) if status else ())
+        names = [column[0] for column in cursor.description]
+        result = []
+        for values in cursor.fetchall():
+            row = dict(zip(names, values, strict=True))
+            for column in _COLUMNS:
+                row[column] = None if row[column] is None else json.loads(row[column])
+            result.append(row)
+        return result

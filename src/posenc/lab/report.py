@@ -1,0 +1,447 @@
+"""The lab's report: the measured comparison table beside seed 004's claims, and the per-position plot.
+
+Seed 004 (§7) claims, per encoding, a parameter count, a grade of length generalisation and whether
+relative position is explicit. The report puts a measurement beside each claim and a mark:
+✓ agrees, ✗ disagrees, ~ the 95% interval over seeds spans the claim's band and another.
+
+- Parameters: learned parameters counted from the modules at L and 2L. "0" agrees with 0 at both;
+  "L × d" with a count equal to positions × d_model that doubles at 2L; "O(L)" with a count that
+  grows from L to 2L; "h slopes" with h learned parameters.
+- Length generalisation: r = bits per byte at 4L over bits per byte at L (language modelling,
+  non-overlapping windows, all positions), mean and 95% t-interval over seeds, graded by
+  :data:`BANDS`; a model that cannot run past L grades "Poor". The mark compares the grades the
+  interval touches with the claimed grade. Exact match at 2L for the algorithmic tasks is shown
+  beside it (the seed claims nothing separate for them).
+- Relative position: the shift test of :mod:`posenc.lab.properties` (explicit | implicit | no).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+from posenc.lab.records import Records
+
+#: Seed 004 §7 "Comparison", verbatim: (parameters, length generalisation, relative position).
+SEED_CLAIMS = {
+    "sinusoidal": ("Sinusoidal", "0", "Moderate", "Implicit"),
+    "learned": ("Learned", "L × d", "Poor", "No"),
+    "rope": ("RoPE", "0", "Good", "Explicit"),
+    "t5": ("Relative Bias", "O(L)", "Good", "Explicit"),
+    "alibi": ("ALiBi", "h slopes", "Excellent", "Explicit"),
+}
+#: Grades of r = bpb(4L) / bpb(L): (grade, largest r of the grade); above the last is "Poor".
+BANDS = (("Excellent", 1.00), ("Good", 1.05), ("Moderate", 1.50))
+GRADES = ("Excellent", "Good", "Moderate", "Poor")
+#: Two-sided 95% Student t quantiles by degrees of freedom (1.96 beyond the table).
+T_95 = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    12: 2.179,
+    15: 2.131,
+    20: 2.086,
+    30: 2.042,
+}
+ORDER = ("sinusoidal", "learned", "rope", "t5", "alibi", "nope")
+AGREE, DISAGREE, SPANS = "✓", "✗", "~"
+
+
+def interval(values: list[float]) -> tuple[float, float, float]:
+    """(mean, low, high): the mean and its 95% Student-t interval (a point for one value)."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, mean, mean
+    df = len(values) - 1
+    quantile = next((T_95[k] for k in sorted(T_95) if k >= df), 1.96)
+    half = quantile * statistics.stdev(values) / math.sqrt(len(values))
+    return mean, mean - half, mean + half
+
+
+def grade(ratio: float) -> str:
+    """The length-generalisation grade of r = bpb(4L) / bpb(L)."""
+    for name, limit in BANDS:
+        if ratio <= limit:
+            return name
+    return "Poor"
+
+
+def _fmt(stats: tuple[float, float, float] | None, digits: int = 3) -> str:
+    if stats is None:
+        return "—"
+    mean, low, high = stats
+    if low == high:
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def load(db_path: str | Path, preset: str | None = None) -> dict[str, list[dict]]:
+    """Recorded runs grouped by preset: ``{preset: [row, …]}`` (empty when there are none)."""
+    path = Path(db_path)
+    if not path.is_file():
+        return {}
+    try:
+        with Records(path, readonly=True) as records:
+            rows = records.rows()
+    except ValueError as error:
+        if "holds no lab records" in str(error):
+            return {}
+        raise
+    grouped: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        if preset is None or row["preset"] == preset:
+            grouped[row["preset"]].append(row)
+    return dict(grouped)
+
+
+def _eval_at(row: dict, multiple: int) -> dict | None:
+    length = row["config"]["train_length"] * multiple
+    return row["metrics"]["eval"].get(str(length))
+
+
+def _by(rows: list[dict], task: str) -> dict[str, list[dict]]:
+    grouped: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        if row["status"] == "done" and row["task"] == task:
+            grouped[row["encoding"]].append(row)
+    return grouped
+
+
+def _ratio(runs: list[dict]) -> tuple[tuple[float, float, float] | None, bool]:
+    """Interval of bpb(4L)/bpb(L) over seeds, and whether the model cannot run at 4L."""
+    ratios = []
+    for row in runs:
+        at_l, at_4l = _eval_at(row, 1), _eval_at(row, 4)
+        if at_4l is not None and at_4l["status"] != "ok":
+            return None, True
+        if at_l is not None and at_4l is not None:
+            ratios.append(at_4l["bpb"] / at_l["bpb"])
+    return (interval(ratios) if ratios else None), False
+
+
+def _length_cell(claim: str | None, stats, cannot_run: bool) -> str:
+    if cannot_run:
+        measured, touched = "cannot run past L", {"Poor"}
+    elif stats is None:
+        return "—"
+    else:
+        low, high = GRADES.index(grade(stats[1])), GRADES.index(grade(stats[2]))
+        touched = set(GRADES[low : high + 1])
+        measured = f"{_fmt(stats)} {grade(stats[0])}"
+    if claim is None:
+        return measured
+    mark = AGREE if touched == {claim} else (DISAGREE if claim not in touched else SPANS)
+    return f"{measured} {mark}"
+
+
+def _parameter_cell(claim: str | None, run: dict | None) -> str:
+    if run is None:
+        return "—"
+    metrics, model = run["metrics"], run["config"]["model"]
+    at_l, at_2l, fixed = (
+        metrics["positional_parameters"],
+        metrics["positional_parameters_at_2L"],
+        metrics["fixed_constants"],
+    )
+    measured = f"{at_l:,} learned (2L: {at_2l:,})" + (f" + {fixed} fixed" if fixed else "")
+    if claim is None:
+        return measured
+    if claim == "0":
+        agrees = at_l == 0 and at_2l == 0
+    elif claim == "L × d":
+        agrees = at_l % model["d_model"] == 0 and at_2l == 2 * at_l and at_l > 0
+    elif claim == "O(L)":
+        agrees = at_2l > at_l
+    else:  # "h slopes": h learned parameters
+        agrees = at_l == model["n_heads"]
+    return f"{measured} {AGREE if agrees else DISAGREE}"
+
+
+def _relative_cell(claim: str | None, runs: list[dict]) -> str:
+    verdicts = sorted({row["metrics"]["relative_position"]["verdict"] for row in runs})
+    if not verdicts:
+        return "—"
+    measured = "/".join(verdicts)
+    if claim is None:
+        return measured
+    return f"{measured} {AGREE if verdicts == [claim.lower()] else DISAGREE}"
+
+
+def _exact_cell(runs: list[dict], multiple: int = 2, metric: str = "exact_match") -> str:
+    """A proportion over seeds at ``multiple``·L: mean and 95% interval clipped to [0, 1]."""
+    values = []
+    for row in runs:
+        entry = _eval_at(row, multiple)
+        if entry is None:
+            continue
+        if entry["status"] != "ok":
+            return "cannot run"
+        values.append(entry[metric])
+    if not values:
+        return "—"
+    mean, low, high = interval(values)
+    return _fmt((mean, max(0.0, low), min(1.0, high)), 2)
+
+
+def _encodings(rows: list[dict]) -> list[str]:
+    names = {row["encoding"] for row in rows if row["status"] == "done"}
+    return [n for n in ORDER if n in names] + sorted(names - set(ORDER))
+
+
+def comparison_table(rows: list[dict]) -> str:
+    """The seed's table with the measurements beside each claim (Markdown)."""
+    lm = _by(rows, "lm")
+    algorithmic = [t for t in ("copy", "reverse", "addition") if _by(rows, t)]
+    header = [
+        "Method",
+        "Parameters (seed)",
+        "Parameters (counted)",
+        "Length gen. (seed)",
+        "bpb 4L / bpb L (95% CI), grade",
+        *(f"{t} EM at 2L" for t in algorithmic),
+        "Relative position (seed)",
+        "Relative position (shift test)",
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name in _encodings(rows):
+        label, parameters, length, relative = SEED_CLAIMS.get(name, (name, None, None, None))
+        runs = lm.get(name) or next((_by(rows, t)[name] for t in algorithmic if _by(rows, t).get(name)), [])
+        stats, cannot_run = _ratio(lm.get(name, []))
+        cells = [
+            f"{label} (`{name}`)",
+            parameters or "—",
+            _parameter_cell(parameters, runs[0] if runs else None),
+            length or "—",
+            _length_cell(length, stats, cannot_run) if name in lm else "—",
+            *(_exact_cell(_by(rows, t).get(name, [])) for t in algorithmic),
+            relative or "—",
+            _relative_cell(relative, runs),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def lm_table(rows: list[dict]) -> str | None:
+    """Bits per byte per evaluation length, at positions < L and ≥ L, and seconds per step."""
+    lm = _by(rows, "lm")
+    if not lm:
+        return None
+    lengths = sorted({int(k) for runs in lm.values() for row in runs for k in row["metrics"]["eval"]})
+    length_l = next(iter(lm.values()))[0]["config"]["train_length"]
+    longest = lengths[-1]
+    header = [
+        "Encoding",
+        *(f"bpb at {n}" for n in lengths),
+        f"< L at {longest}",
+        f"≥ L at {longest}",
+        "s/step",
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name in _encodings(rows):
+        if name not in lm:
+            continue
+        runs, cells = lm[name], [f"`{name}`"]
+        for n in lengths:
+            entries = [row["metrics"]["eval"].get(str(n)) for row in runs]
+            if any(e is not None and e["status"] != "ok" for e in entries):
+                cells.append("cannot run past L")
+            else:
+                cells.append(_fmt(interval([e["bpb"] for e in entries if e]), 3) if any(entries) else "—")
+        last = [row["metrics"]["eval"].get(str(longest)) for row in runs]
+        ok = [e for e in last if e and e["status"] == "ok"]
+        cells.append(_fmt(interval([e["bpb_before_L"] for e in ok])) if ok and len(ok) == len(last) else "—")
+        from_l = [e["bpb_from_L"] for e in ok if e["bpb_from_L"] is not None]
+        cells.append(_fmt(interval(from_l)) if from_l and len(ok) == len(last) else "—")
+        cells.append(f"{statistics.fmean(r['timings']['seconds_per_step'] for r in runs) * 1000:.1f} ms")
+        lines.append("| " + " | ".join(cells) + " |")
+    return f"L = {length_l} bytes; mean [95% CI] over seeds.\n\n" + "\n".join(lines)
+
+
+def algorithmic_table(rows: list[dict]) -> str | None:
+    """Exact match per task and evaluation length, and seconds per step."""
+    tasks = [t for t in ("copy", "reverse", "addition") if _by(rows, t)]
+    if not tasks:
+        return None
+    multiples = sorted(
+        {
+            int(k) // row["config"]["train_length"]
+            for t in tasks
+            for runs in _by(rows, t).values()
+            for row in runs
+            for k in row["metrics"]["eval"]
+        }
+    )
+    first = next(iter(_by(rows, tasks[0]).values()))[0]["config"]
+    parts = [f"L = {first['train_length']} symbols; mean [95% CI] over seeds."]
+    for metric, title in (("exact_match", "exact match"), ("token_accuracy", "answer-token accuracy")):
+        header = ["Encoding", *(f"{t} at {m}L" for t in tasks for m in multiples)]
+        if metric == "exact_match":
+            header.append("s/step")
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for name in _encodings(rows):
+            cells, seconds = [f"`{name}`"], []
+            for t in tasks:
+                runs = _by(rows, t).get(name, [])
+                seconds += [r["timings"]["seconds_per_step"] for r in runs]
+                cells += [_exact_cell(runs, m, metric) for m in multiples]
+            if metric == "exact_match":
+                cells.append(f"{statistics.fmean(seconds) * 1000:.1f} ms" if seconds else "—")
+            lines.append("| " + " | ".join(cells) + " |")
+        parts.append(f"{title.capitalize()}:\n\n" + "\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def _settings(rows: list[dict]) -> str:
+    done = [row for row in rows if row["status"] == "done"]
+    lines = []
+    for task in ("lm", "copy", "reverse", "addition"):
+        run = next((row for row in done if row["task"] == task), None)
+        if run is None:
+            continue
+        config, model, train = run["config"], run["config"]["model"], run["config"]["train"]
+        seeds = sorted({row["seed"] for row in done if row["task"] == task})
+        t5 = next(
+            (
+                row["config"]["encoding_kwargs"]
+                for row in done
+                if row["task"] == task and row["encoding"] == "t5"
+            ),
+            None,
+        )
+        lines.append(
+            f"- `{task}`: L={config['train_length']}, evaluated at {', '.join(map(str, config['eval_lengths']))}; "
+            f"d_model={model['d_model']}, {model['n_layers']} layers, {model['n_heads']} heads; "
+            f"{train['steps']} steps of batch {train['batch_size']}, lr {train['lr']}; seeds {seeds}"
+            + (f"; T5 {t5}" if t5 else "")
+        )
+    corpus = next((row["corpus"] for row in done if row["corpus"]), None)
+    if corpus:
+        lines.append(
+            f"- corpus: {corpus['files']} stdlib files, {corpus['bytes']:,} bytes, sha256 {corpus['sha256'][:16]}…, "
+            f"validation {corpus['validation_files']} files / {corpus['validation_bytes']:,} bytes"
+        )
+    versions = next((row["versions"] for row in done), None)
+    if versions:
+        lines.append(
+            f"- python {versions['python']}, torch {versions['torch']}, posenc {versions['posenc']}, {versions['device']}"
+        )
+    skipped = {(row["encoding"], row["reason"]) for row in rows if row["status"] == "not applicable"}
+    lines += [f"- `{name}` not run: {reason}" for name, reason in sorted(skipped)]
+    return "\n".join(lines)
+
+
+def preset_markdown(preset: str, rows: list[dict]) -> str:
+    """The report of one preset's runs."""
+    parts = [
+        f"### Preset `{preset}`",
+        _settings(rows),
+        "#### Seed 004's table, measured",
+        comparison_table(rows),
+        "✓ agrees, ✗ disagrees, ~ the 95% interval spans the claimed grade and another. Grades of "
+        "r = bpb(4L)/bpb(L): Excellent r ≤ 1.00, Good ≤ 1.05, Moderate ≤ 1.50, Poor above (or cannot run).",
+    ]
+    lm = lm_table(rows)
+    if lm:
+        parts += ["#### Language modelling: bits per byte", lm]
+    algorithmic = algorithmic_table(rows)
+    if algorithmic:
+        parts += ["#### Algorithmic tasks", algorithmic]
+    return "\n\n".join(parts)
+
+
+def comparison_markdown(db_path: str | Path, preset: str | None = None) -> str | None:
+    """The measured comparison table(s) as Markdown, one section per preset; None without records."""
+    grouped = load(db_path, preset)
+    if not any(row["status"] == "done" for rows in grouped.values() for row in rows):
+        return None
+    sections = [
+        preset_markdown(name, rows)
+        for name, rows in grouped.items()
+        if any(r["status"] == "done" for r in rows)
+    ]
+    return "## Length generalisation, measured\n\n" + "\n\n".join(sections) + "\n"
+
+
+def _log_bins(length: int, bins: int) -> list[tuple[int, int]]:
+    """About ``bins`` ranges [start, stop) covering 0 … length − 1, equally wide on a log scale of
+    position + 1 (single positions at the start, wide bins at the end, where each is noisier)."""
+    edges = sorted(
+        {min(length, round((length + 1) ** (k / bins)) - 1) for k in range(bins + 1)} | {0, length}
+    )
+    return [(a, b) for a, b in zip(edges, edges[1:], strict=False) if b > a]
+
+
+def _curves(rows: list[dict], bins: int) -> tuple[dict, int]:
+    lm = _by(rows, "lm")
+    curves, length_l = {}, 0
+    for name in _encodings(rows):
+        runs = lm.get(name)
+        if not runs:
+            continue
+        length_l = runs[0]["config"]["train_length"]
+        lengths = sorted(
+            (int(k) for k, e in runs[0]["metrics"]["eval"].items() if e["status"] == "ok"), reverse=True
+        )
+        if not lengths:
+            continue
+        key = str(lengths[0])
+        per_seed = [row["metrics"]["eval"][key]["curve"] for row in runs if key in row["metrics"]["eval"]]
+        positions, mean, low, high = [], [], [], []
+        for start, stop in _log_bins(lengths[0], bins):
+            values = [statistics.fmean(curve[start:stop]) for curve in per_seed]
+            stats = interval(values)
+            positions.append((start + stop - 1) / 2)
+            mean.append(stats[0])
+            low.append(stats[1])
+            high.append(stats[2])
+        curves[name] = (positions, mean, low, high)
+    return curves, length_l
+
+
+def bits_per_position_figure(
+    db_path: str | Path, preset: str | None = None, *, bins: int = 64
+) -> Figure | None:
+    """Bits per byte against position (longest length each encoding runs at), or None without lm runs.
+
+    With several presets recorded, the one with the most language-modelling runs is drawn.
+    """
+    from posenc.plots.lab import bits_per_position
+
+    grouped = load(db_path, preset)
+    candidates = [(len(_by(rows, "lm")), name) for name, rows in grouped.items() if _by(rows, "lm")]
+    if not candidates:
+        return None
+    chosen = max(candidates)[1]
+    curves, length_l = _curves(grouped[chosen], bins)
+    seeds = len({row["seed"] for row in grouped[chosen] if row["status"] == "done" and row["task"] == "lm"})
+    return bits_per_position(
+        curves,
+        train_length=length_l,
+        title=f"Bits per byte against position, preset {chosen}: mean and 95% interval over {seeds} seed(s)",
+    )
+
+
+def write_report(db_path: str | Path, out: str | Path | None, preset: str | None = None) -> str | None:
+    """The Markdown report; with ``out``, also ``out/lab.md`` and ``out/lab_bits_per_position.png``."""
+    markdown = comparison_markdown(db_path, preset)
+    if markdown is None or out is None:
+        return markdown
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    figure = bits_per_position_figure(db_path, preset)
+    if figure is not None:
+        figure.savefig(out / "lab_bits_per_position.png", dpi=120)
+        markdown += "\n![bits per byte against position](lab_bits_per_position.png)\n"
+    (out / "lab.md").write_text(markdown)
+    return markdown

@@ -1,0 +1,247 @@
+"""A sweep: every (task, encoding, seed) of a preset, planned, checked, then run and recorded.
+
+Everything that can be wrong with the request (unknown names, evaluation lengths shorter than
+training, an unwritable or incompatible database) is found while planning, before any training.
+Runs already in the records are skipped; a run with a checkpoint in the work directory resumes
+from it; a finished run's checkpoint is deleted once its record is committed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+import posenc
+from posenc.lab import presets as lab_presets
+from posenc.lab.distributed import Context
+from posenc.lab.evaluate import evaluate
+from posenc.lab.presets import NOT_APPLICABLE, Preset, RunConfig, check_encodings, check_preset, run_config
+from posenc.lab.progress import SweepProgress
+from posenc.lab.properties import count_fixed, count_parameters, parameters_at, relative_position
+from posenc.lab.records import Records
+from posenc.lab.tasks import TASKS, check_task, make_task, make_task_shape
+from posenc.lab.train import set_backend, train
+
+
+@dataclass
+class Plan:
+    """The runs of a sweep, with what is skipped and why."""
+
+    preset: Preset  # the preset
+    runs: list[RunConfig]  # runs to train (this rank's share is chosen later)
+    not_applicable: dict[str, str] = field(default_factory=dict)  # encoding -> reason
+    corpus: dict | None = None  # lm corpus fingerprint, when lm is in the sweep
+
+
+def _names(value: str | list[str] | None, default: list[str]) -> list[str]:
+    if value is None:
+        return list(default)
+    names = [v.strip() for v in value.split(",")] if isinstance(value, str) else list(value)
+    return [name for name in names if name]
+
+
+def plan(
+    preset: str,
+    *,
+    tasks: str | list[str] | None = None,
+    encodings: str | list[str] | None = None,
+    seeds: list[int] | None = None,
+    steps: int | None = None,
+    train_length: int | None = None,
+    eval_lengths: tuple[int, ...] | None = None,
+    sliding_stride: int | None = None,
+    checkpoint_every: int | None = None,
+) -> Plan:
+    """The sweep's run configs; every bad name or length raises a ValueError here, before training."""
+    chosen = check_preset(preset)
+    task_names = [check_task(t) for t in _names(tasks, list(chosen.tasks))]
+    encoding_names = check_encodings(_names(encodings, lab_presets.lab_encodings() + sorted(NOT_APPLICABLE)))
+    seeds = list(chosen.seeds if seeds is None else seeds)
+    corpus = make_task("lm").fingerprint() if "lm" in task_names else None
+    runs = []
+    for task in task_names:
+        for encoding in encoding_names:
+            if encoding in NOT_APPLICABLE:
+                continue
+            for seed in seeds:
+                runs.append(
+                    run_config(
+                        chosen,
+                        task,
+                        encoding,
+                        seed,
+                        corpus_sha256=None if corpus is None else corpus["sha256"],
+                        steps=steps,
+                        train_length=train_length,
+                        eval_lengths=eval_lengths,
+                        sliding_stride=sliding_stride,
+                        checkpoint_every=checkpoint_every,
+                    )
+                )
+    skipped = {name: NOT_APPLICABLE[name] for name in encoding_names if name in NOT_APPLICABLE}
+    return Plan(chosen, runs, skipped, corpus)
+
+
+def versions(context: Context) -> dict:
+    """Software and machine the run was measured on."""
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "posenc": posenc.__version__,
+        "device": str(context.device),
+        "threads": torch.get_num_threads(),
+        "world_size": context.world_size,
+        "mode": context.mode,
+        "platform": platform.platform(),
+    }
+
+
+def _properties(config: RunConfig, model) -> dict:
+    """Parameters counted from the modules (at L and 2L) and the relative-position shift test."""
+    from posenc.model import default_encoding_arguments
+
+    def arguments(length: int) -> dict:
+        sequence = make_task_shape(config.task, length)
+        setup = lab_presets.TaskSetup(config.model, config.train, length)
+        kwargs = lab_presets.encoding_kwargs(config.encoding, sequence, setup)
+        if config.encoding == "t5":
+            kwargs = dict(config.encoding_kwargs)  # the table does not depend on L; keep the recorded buckets
+        base = default_encoding_arguments(
+            config.encoding,
+            d_model=config.model.d_model,
+            n_heads=config.model.n_heads,
+            max_len=sequence,
+            causal=True,
+        )
+        return base | kwargs
+
+    limit = getattr(model.encoding, "max_len", None) if config.encoding == "learned" else None
+    return {
+        "positional_parameters": count_parameters(model.encoding),
+        "positional_parameters_at_2L": parameters_at(config.encoding, arguments(2 * config.train_length)),
+        "fixed_constants": count_fixed(model.encoding),
+        "model_parameters": sum(p.numel() for p in model.parameters()),
+        "relative_position": relative_position(model.encoding, max_positions=limit),
+    }
+
+
+def execute(
+    config: RunConfig, preset: str, records: Records, context: Context, workdir: Path, progress: SweepProgress
+) -> dict | None:
+    """Train, evaluate and record one run; its metrics, or None on DDP ranks other than 0."""
+    task = make_task(config.task)
+    checkpoint = workdir / f"{config.config_hash}.pt"
+    progress.start_run(config.label, config.train.steps)
+    started = time.perf_counter()
+    outcome = train(config, task, context, checkpoint, on_step=progress.advance)
+    metrics = None
+    if context.records:
+        evaluation_started = time.perf_counter()
+        set_backend(outcome.model, config.eval_backend)
+        evaluation = evaluate(outcome.model, task, config)
+        set_backend(outcome.model, config.train_backend)
+        evaluation_seconds = time.perf_counter() - evaluation_started
+        metrics = {"eval": evaluation, "train_loss": outcome.losses, **_properties(config, outcome.model)}
+        timings = {
+            "seconds_per_step": outcome.seconds_per_step,
+            "train_seconds": outcome.train_seconds,
+            "steps": outcome.steps,
+            "eval_seconds": evaluation_seconds,
+            "session_seconds": time.perf_counter() - started,
+            "resumed_from": outcome.resumed_from,
+            "train_backend": config.train_backend,
+        }
+        records.write(
+            config_hash=config.config_hash,
+            preset=preset,
+            config=config.to_dict(),
+            status="done",
+            metrics=metrics,
+            timings=timings,
+            versions=versions(context),
+            corpus=task.fingerprint(),
+        )
+        checkpoint.unlink(missing_ok=True)
+        progress.finish_run(config.label, summary(config, metrics, timings))
+    context.barrier()
+    return metrics
+
+
+def summary(config: RunConfig, metrics: dict, timings: dict) -> str:
+    """One line on a finished run."""
+    parts = []
+    for length, entry in metrics["eval"].items():
+        if entry["status"] != "ok":
+            parts.append(f"{length}: cannot run")
+        elif config.task == "lm":
+            parts.append(f"{length}: {entry['bpb']:.3f} bpb")
+        else:
+            parts.append(f"{length}: {entry['exact_match']:.2f} EM")
+    return ", ".join(parts) + f"; {timings['seconds_per_step'] * 1000:.1f} ms/step"
+
+
+def record_not_applicable(plan_: Plan, records: Records, tasks: list[str]) -> None:
+    """One row per (task, encoding) the lab does not train, with the reason."""
+    for encoding, reason in plan_.not_applicable.items():
+        for task in tasks:
+            config = {"task": task, "encoding": encoding, "seed": -1, "preset": plan_.preset.name}
+            config_hash = _hash(config)
+            records.write(
+                config_hash=config_hash,
+                preset=plan_.preset.name,
+                config=config,
+                status="not applicable",
+                metrics={},
+                timings={},
+                versions={"posenc": posenc.__version__},
+                corpus=None,
+                reason=reason,
+            )
+
+
+def _hash(config: dict) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
+
+
+def run_sweep(
+    plan_: Plan,
+    *,
+    db: Path,
+    workdir: Path,
+    context: Context,
+    progress: bool | None = None,
+    log=sys.stdout,
+) -> dict:
+    """Run the plan's unfinished runs (this rank's share); returns counts of done, skipped and run."""
+    records = Records(db)  # refuses an unwritable or incompatible database before any training
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+        tasks = sorted({config.task for config in plan_.runs}, key=TASKS.index)
+        if context.is_main:
+            record_not_applicable(plan_, records, tasks)
+        hashes = [config.config_hash for config in plan_.runs]
+        mine = context.runs(plan_.runs)
+        pending = [config for config in mine if not records.finished(config.config_hash)]
+        counts = {"planned": len(plan_.runs), "already_recorded": len(mine) - len(pending), "run": 0}
+        with SweepProgress(
+            total=len(hashes),
+            done=lambda: records.count(hashes),
+            enabled=progress,
+            show=context.is_main,
+            log=log,
+        ) as bar:
+            for config in pending:
+                if records.finished(config.config_hash):  # recorded meanwhile by another process
+                    continue
+                execute(config, plan_.preset.name, records, context, workdir, bar)
+                counts["run"] += 1
+        return counts
+    finally:
+        records.close()

@@ -1,0 +1,103 @@
+"""The lab's tasks behind one interface: byte-level language modelling and the algorithmic tasks.
+
+A task gives training batches ``(inputs, targets, mask)`` for a training length L and says how many
+positions an example of a given length occupies, so that the lab can tell beforehand whether an
+encoding with a position table (learned) can run at an evaluation length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from posenc.lab import algorithmic
+from posenc.lab.corpus import Corpus, build_corpus
+
+#: Registered task names; ``lm`` is byte-level language modelling on the stdlib corpus.
+TASKS = ("lm", "copy", "reverse", "addition")
+#: Beginning-of-sequence token of the byte-level task (bytes are 0 … 255).
+BYTE_BOS = 256
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One batch of next-token prediction."""
+
+    inputs: torch.Tensor  # [b, s] int64 tokens fed to the model
+    targets: torch.Tensor  # [b, s] int64 the token expected at each position
+    mask: torch.Tensor  # [b, s] bool, the positions that count in the loss and the metrics
+
+
+def check_task(name: str) -> str:
+    """``name`` if it is a task; a ValueError listing the valid tasks otherwise."""
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(TASKS)}")
+    return name
+
+
+class LanguageModelling:
+    """Byte-level language modelling: windows of L bytes preceded by BOS, positions 0 … L − 1."""
+
+    name = "lm"
+    vocab_size = 257
+    unit = "bytes"
+
+    def __init__(self, corpus: Corpus | None = None) -> None:
+        self.corpus = build_corpus() if corpus is None else corpus
+
+    def sequence_length(self, length: int) -> int:
+        return length
+
+    def fingerprint(self) -> dict | None:
+        return self.corpus.fingerprint
+
+    def train_batch(self, batch_size: int, length: int, generator: torch.Generator) -> Batch:
+        data = self.corpus.train
+        starts = torch.randint(0, data.numel() - length, (batch_size,), generator=generator)  # [b]
+        windows = data[starts[:, None] + torch.arange(length)].long()  # [b, L]
+        return windows_batch(windows)
+
+
+def windows_batch(windows: torch.Tensor) -> Batch:
+    """Byte windows ``[b, n]`` as a batch predicting every byte from BOS and the bytes before it."""
+    bos = torch.full((windows.shape[0], 1), BYTE_BOS, dtype=torch.int64)
+    inputs = torch.cat((bos, windows[:, :-1]), dim=1)  # [b, n]
+    return Batch(inputs, windows, torch.ones_like(windows, dtype=torch.bool))
+
+
+class AlgorithmicTask:
+    """Copy, reverse or addition: train on lengths 1 … L drawn uniformly, score the answer tokens."""
+
+    vocab_size = algorithmic.VOCAB_SIZE
+    unit = "symbols"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def sequence_length(self, length: int) -> int:
+        return algorithmic.sequence_length(self.name, length)
+
+    def fingerprint(self) -> dict | None:
+        return None
+
+    def train_batch(self, batch_size: int, length: int, generator: torch.Generator) -> Batch:
+        lengths = algorithmic.training_lengths(batch_size, length, generator)
+        return examples_batch(algorithmic.make_examples(self.name, lengths, generator))
+
+
+def examples_batch(examples: algorithmic.Examples) -> Batch:
+    """Examples as a next-token batch whose mask selects the answer tokens and EOS."""
+    return Batch(examples.tokens[:, :-1], examples.tokens[:, 1:], examples.answer[:, 1:])
+
+
+def make_task(name: str) -> LanguageModelling | AlgorithmicTask:
+    """The task registered as ``name`` (the language-modelling corpus is read on first use)."""
+    check_task(name)
+    return LanguageModelling() if name == "lm" else AlgorithmicTask(name)
+
+
+def make_task_shape(name: str, length: int) -> int:
+    """Positions an example of ``length`` occupies in task ``name``, without reading any data."""
+    check_task(name)
+    return length if name == "lm" else algorithmic.sequence_length(name, length)

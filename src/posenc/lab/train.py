@@ -1,0 +1,190 @@
+"""Training one run, resumable: AdamW with warm-up and cosine decay, checkpoints written atomically.
+
+A checkpoint holds the model, the optimiser, the step, the data generator's and torch's RNG
+states, the losses so far and the training time so far, all as tensors and plain Python values so
+that it loads with ``torch.load(..., weights_only=True)``. It is written to a temporary file and
+moved over the old one with ``os.replace``, so a process killed at any instant leaves either the
+previous checkpoint or the new one, never a torn file. Resuming restores every state, so a run
+killed and resumed takes the same steps on the same batches as one never interrupted.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from posenc.lab.distributed import Context
+from posenc.lab.presets import RunConfig
+from posenc.lab.tasks import AlgorithmicTask, LanguageModelling
+from posenc.model import TransformerLM
+
+#: Offset separating the data generator's seed from the model's (same run seed, independent streams).
+DATA_SEED_OFFSET = 1_000_003
+
+
+@dataclass
+class TrainOutcome:
+    """A trained model and what its training measured."""
+
+    model: TransformerLM  # the trained model (unwrapped from DDP)
+    losses: list[list[float]]  # [[step, global training loss], …] every log_every steps
+    train_seconds: float  # time in optimiser steps over all sessions of the run (no checkpoints, no eval)
+    steps: int  # optimiser steps taken
+    resumed_from: list[int] = field(default_factory=list)  # checkpoint steps this run resumed from
+
+    @property
+    def seconds_per_step(self) -> float:
+        return self.train_seconds / max(1, self.steps)
+
+
+def build_model(config: RunConfig, task: LanguageModelling | AlgorithmicTask) -> TransformerLM:
+    """The run's model, initialised from its seed, with the training backend.
+
+    Linear and embedding weights outside the encoding are drawn from N(0, 0.02²) as in GPT-2 (the
+    tied token embedding would otherwise start with logits of order √d_model); the encoding keeps
+    its own initialisation.
+    """
+    torch.manual_seed(config.seed)
+    model = config.model
+    lm = TransformerLM(
+        task.vocab_size,
+        d_model=model.d_model,
+        n_layers=model.n_layers,
+        n_heads=model.n_heads,
+        d_ff=model.d_ff,
+        encoding=config.encoding,
+        encoding_kwargs=dict(config.encoding_kwargs),
+        backend=config.train_backend,
+        causal=True,
+    )
+    encoding_modules = set(lm.encoding.modules())
+    for module in lm.modules():
+        if module in encoding_modules or not isinstance(module, nn.Linear | nn.Embedding):
+            continue
+        nn.init.normal_(module.weight, std=0.02)
+        if getattr(module, "bias", None) is not None:
+            nn.init.zeros_(module.bias)
+    return lm
+
+
+def set_backend(model: TransformerLM, backend: str) -> None:
+    """Switch every attention layer's backend (they compute the same function)."""
+    for block in model.blocks:
+        block.attention.backend = backend
+
+
+def learning_rate(step: int, config: RunConfig) -> float:
+    """Linear warm-up to ``lr``, then cosine decay to ``lr / 10`` at the last step."""
+    train = config.train
+    if step < train.warmup:
+        return train.lr * (step + 1) / train.warmup
+    progress = (step - train.warmup) / max(1, train.steps - train.warmup)
+    return train.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+def _optimiser(model: nn.Module, config: RunConfig) -> torch.optim.AdamW:
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    other = [p for p in model.parameters() if p.dim() < 2]
+    groups = [
+        {"params": decay, "weight_decay": config.train.weight_decay},
+        {"params": other, "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=config.train.lr, betas=(0.9, 0.95))
+
+
+def save_checkpoint(path: Path, state: dict) -> None:
+    """``torch.save`` to a temporary file, then an atomic ``os.replace`` over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    torch.save(state, temporary)
+    os.replace(temporary, path)
+
+
+def load_checkpoint(path: Path, config_hash: str) -> dict | None:
+    """The checkpoint at ``path`` (``weights_only=True``) if it belongs to this run; None if absent."""
+    if not path.exists():
+        return None
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if state.get("config_hash") != config_hash:
+        raise ValueError(
+            f"checkpoint {str(path)!r} belongs to run {state.get('config_hash')}, not {config_hash}"
+        )
+    return state
+
+
+def train(
+    config: RunConfig,
+    task: LanguageModelling | AlgorithmicTask,
+    context: Context,
+    checkpoint: Path,
+    on_step: Callable[[int], None] | None = None,
+) -> TrainOutcome:
+    """Train the run's model for ``config.train.steps`` steps, resuming from ``checkpoint`` if present.
+
+    Every rank draws the same global batch from the same generator; under DDP each computes the
+    loss of its slice normalised by the global count of scored tokens, so the averaged gradient
+    equals that of one process with the whole batch.
+    """
+    model = build_model(config, task).to(context.device)
+    optimiser = _optimiser(model, config)
+    generator = torch.Generator().manual_seed(config.seed + DATA_SEED_OFFSET)
+    step, losses, train_seconds, resumed_from = 0, [], 0.0, []
+    state = load_checkpoint(checkpoint, config.config_hash)
+    if state is not None:
+        model.load_state_dict(state["model"])
+        optimiser.load_state_dict(state["optimizer"])
+        generator.set_state(state["data_rng"])
+        torch.set_rng_state(state["torch_rng"])
+        step, losses, train_seconds = state["step"], state["losses"], state["train_seconds"]
+        resumed_from = [*state["resumed_from"], step]
+    wrapped = nn.parallel.DistributedDataParallel(model) if context.ddp else model
+    rows = context.shard(config.train.batch_size)
+    model.train()
+    while step < config.train.steps:
+        started = time.perf_counter()
+        for group in optimiser.param_groups:
+            group["lr"] = learning_rate(step, config)
+        batch = task.train_batch(config.train.batch_size, config.train_length, generator)
+        total = batch.mask.sum()  # scored tokens in the global batch
+        inputs, targets, mask = (
+            t[rows].to(context.device) for t in (batch.inputs, batch.targets, batch.mask)
+        )
+        logits = wrapped(inputs)  # [b, s, vocab]
+        nll = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), reduction="none")  # [b·s]
+        loss_sum = (nll * mask.flatten()).sum()
+        (loss_sum * (context.world_size if context.ddp else 1) / total).backward()
+        nn.utils.clip_grad_norm_(model.parameters(), config.train.grad_clip)
+        optimiser.step()
+        optimiser.zero_grad(set_to_none=True)
+        step += 1
+        if step % config.train.log_every == 0 or step == config.train.steps:
+            global_loss = context.all_reduce_sum(loss_sum.detach().to(torch.float64)) / total
+            losses.append([step, float(global_loss)])
+        train_seconds += time.perf_counter() - started
+        if on_step is not None:
+            on_step(step)
+        if step % config.train.checkpoint_every == 0 and step < config.train.steps and context.records:
+            save_checkpoint(
+                checkpoint,
+                {
+                    "config_hash": config.config_hash,
+                    "step": step,
+                    "model": model.state_dict(),
+                    "optimizer": optimiser.state_dict(),
+                    "data_rng": generator.get_state(),
+                    "torch_rng": torch.get_rng_state(),
+                    "losses": losses,
+                    "train_seconds": train_seconds,
+                    "resumed_from": resumed_from,
+                },
+            )
+    model.eval()
+    return TrainOutcome(model, losses, train_seconds, step, resumed_from)

@@ -1,0 +1,55 @@
+"""The ``posenc lab`` command surface: subcommands, presets listing and progress bars."""
+
+from __future__ import annotations
+
+import argparse
+import io
+
+from posenc.lab.cli import configure, main
+from posenc.lab.progress import SweepProgress
+from tests.lab.helpers import lab
+
+
+def test_configure_sets_a_handler_and_parses_run_options(tmp_path):
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    args = parser.parse_args(
+        [
+            "run",
+            "--preset",
+            "cpu",
+            "--task",
+            "lm,copy",
+            "--encodings",
+            "rope",
+            "--seeds",
+            "0,1",
+            "--db",
+            "x.sqlite",
+        ]
+    )
+    assert args.handler is main
+    assert (args.preset, args.tasks, args.encodings, args.seeds) == ("cpu", "lm,copy", "rope", [0, 1])
+    assert parser.parse_args(["report", "--db", "x.sqlite", "--out", str(tmp_path)]).lab_command == "report"
+
+
+def test_presets_are_listed(capsys):
+    assert lab("presets") == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in ("smoke:", "cpu:", "gpu:"))
+
+
+def test_report_without_records_says_so(tmp_path, capsys):
+    assert lab("report", "--db", str(tmp_path / "none.sqlite")) == 1
+    assert "no lab records" in capsys.readouterr().err
+
+
+def test_progress_bars_draw_overall_and_per_run():
+    out = io.StringIO()
+    done = iter(range(100))
+    with SweepProgress(total=2, done=lambda: next(done), enabled=True, log=out) as progress:
+        progress.start_run("copy rope seed 0", 10)
+        for step in range(1, 11):
+            progress.advance(step)
+        progress.finish_run("copy rope seed 0", "6: 1.00 EM")
+    assert "copy rope seed 0: 6: 1.00 EM" in out.getvalue()

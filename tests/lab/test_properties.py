@@ -1,0 +1,38 @@
+"""Parameters counted from the modules and the relative-position shift test, against seed 004's claims."""
+
+from __future__ import annotations
+
+import pytest
+
+from posenc import build
+from posenc.lab.properties import count_fixed, count_parameters, parameters_at, relative_position
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "verdict"),
+    [
+        ("rope", {"d_head": 16}, "explicit"),
+        ("alibi", {"n_heads": 4}, "explicit"),
+        ("t5", {"n_heads": 4, "bidirectional": False, "max_distance": 32}, "explicit"),
+        ("sinusoidal", {"d_model": 64}, "implicit"),
+        ("learned", {"max_len": 64, "d_model": 64}, "no"),
+        ("nope", {}, "none"),
+    ],
+)
+def test_shift_test_verdicts(name, arguments, verdict):
+    encoding = build(name, **arguments)
+    limit = arguments.get("max_len")
+    assert relative_position(encoding, max_positions=limit)["verdict"] == verdict
+
+
+def test_t5_table_does_not_grow_with_length_and_learned_does():
+    t5 = {"n_heads": 4, "num_buckets": 32, "max_distance": 64}
+    assert parameters_at("t5", t5) == 32 * 4 == parameters_at("t5", t5 | {"max_distance": 128})
+    assert parameters_at("learned", {"max_len": 128, "d_model": 16}) == 2 * parameters_at(
+        "learned", {"max_len": 64, "d_model": 16}
+    )
+
+
+def test_alibi_slopes_are_fixed_not_learned():
+    alibi = build("alibi", n_heads=8)
+    assert count_parameters(alibi) == 0 and count_fixed(alibi) == 8

@@ -1,0 +1,60 @@
+"""Records: one row per run, written whole in one transaction, never twice."""
+
+from __future__ import annotations
+
+import pytest
+
+from posenc.lab.presets import PRESETS, run_config
+from posenc.lab.records import Records
+from posenc.lab.report import comparison_markdown
+
+
+def _write(records: Records, config_hash: str, value: float) -> bool:
+    config = {"task": "copy", "encoding": "rope", "seed": 0}
+    return records.write(
+        config_hash=config_hash,
+        preset="smoke",
+        config=config,
+        status="done",
+        metrics={"value": value},
+        timings={"seconds_per_step": 0.1},
+        versions={"torch": "x"},
+        corpus=None,
+    )
+
+
+def test_a_run_is_recorded_once(tmp_path):
+    with Records(tmp_path / "r.sqlite") as records:
+        assert _write(records, "a" * 64, 1.0)
+        assert not _write(records, "a" * 64, 2.0)
+        assert records.finished("a" * 64) and not records.finished("b" * 64)
+        rows = records.rows()
+    assert len(rows) == 1 and rows[0]["metrics"] == {"value": 1.0}
+
+
+def test_unknown_status_is_refused(tmp_path):
+    with Records(tmp_path / "r.sqlite") as records, pytest.raises(ValueError, match="status must be one of"):
+        records.write(
+            config_hash="c",
+            preset="p",
+            config={"task": "t", "encoding": "e", "seed": 0},
+            status="half-done",
+            metrics={},
+            timings={},
+            versions={},
+            corpus=None,
+        )
+
+
+def test_config_hash_is_canonical_and_changes_with_the_config():
+    smoke = PRESETS["smoke"]
+    first = run_config(smoke, "copy", "rope", 0)
+    assert first.config_hash == run_config(smoke, "copy", "rope", 0).config_hash
+    assert first.config_hash != run_config(smoke, "copy", "rope", 1).config_hash
+    assert first.config_hash != run_config(smoke, "copy", "rope", 0, steps=13).config_hash
+
+
+def test_no_records_gives_no_table(tmp_path):
+    assert comparison_markdown(tmp_path / "missing.sqlite") is None
+    Records(tmp_path / "empty.sqlite").close()
+    assert comparison_markdown(tmp_path / "empty.sqlite") is None
