@@ -55,3 +55,12 @@ def test_swin_shifts_must_be_translations_inside_the_window():
         ValueError, match="shift 5 is not a translation of tokens 0 … 3 inside a 7×7 Swin window"
     ):
         shift_plan(swin, (5,))
+
+
+def test_default_shifts_stay_inside_a_learned_table():
+    positions, shifts = shift_plan(build("learned", max_len=15, d_model=8))
+    assert len(positions) == 7 and shifts == (1, 7)
+    positions, shifts = shift_plan(build("learned", max_len=4, d_model=8))
+    assert len(positions) == 2 and shifts == (1,)
+    with pytest.raises(ValueError, match="max_len=1 leaves no room to shift"):
+        shift_plan(build("learned", max_len=1, d_model=8))

@@ -234,3 +234,9 @@ def test_codes_outside_the_unit_interval_fail_boundedness():
 
     result = properties(Doubled(32))
     assert result["bounded"].holds is False and result["bounded"].value == pytest.approx(2.0)
+
+
+def test_a_small_learned_table_is_measured_inside_its_positions():
+    result = properties(build("learned", max_len=40, d_model=8))  # shifts of 1 and 7 fit, 100 does not
+    assert result["relative"].category == "no"
+    assert result["translation_invariant"].holds is False

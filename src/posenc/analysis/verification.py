@@ -19,7 +19,7 @@ import torch
 from posenc._validation import check_positive_int
 from posenc.analysis.dot_product import closed_form_dot, dot_by_distance
 from posenc.analysis.precision import RECIPES
-from posenc.analysis.rotation import linear_map_residual
+from posenc.analysis.rotation import linear_map_residual, norm_change
 from posenc.analysis.shift import logit_shift_change, position_sensitivity
 from posenc.encodings import (
     AdditiveEncoding,
@@ -128,7 +128,7 @@ def bounded(encoding: PositionalEncoding, length: int) -> Property:
         )
         return _at_most("bounded", value, 1.0, why, f"a code value reaches {value:.3g}; {why}")
     if isinstance(encoding, RotaryEncoding):
-        change = _rotation_norm_change(encoding, length)
+        change = norm_change(encoding, d_head=encoding.d_head, seq_len=length)
         return _at_most(
             "bounded",
             change,
@@ -150,13 +150,6 @@ def bounded(encoding: PositionalEncoding, length: int) -> Property:
     if isinstance(encoding, SwinRelativeBias):
         return _not_applicable("bounded", "a table over the offsets of one window: nothing grows")
     return _not_applicable("bounded", "no position code")
-
-
-def _rotation_norm_change(encoding: RotaryEncoding, length: int) -> float:
-    generator = torch.Generator().manual_seed(0)
-    x = torch.randn(1, 1, length, encoding.d_head, generator=generator, dtype=torch.float64)
-    rotated, _ = encoding.rotate(x, x[:, :, :1], torch.arange(length), torch.arange(1))
-    return float(((rotated.norm(dim=-1) - x.norm(dim=-1)).abs() / x.norm(dim=-1)).max())
 
 
 def unique(encoding: PositionalEncoding, length: int) -> Property:
