@@ -39,6 +39,61 @@ def check_positive_float(name: str, value: object) -> float:
     return value
 
 
+def check_nonnegative_float(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be non-negative and finite, got {value}")
+    return value
+
+
+def check_bool(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def check_positive_floats(name: str, values: object, length: int, counted: str = "") -> tuple[float, ...]:
+    """``length`` positive finite reals (a list, tuple or 1-d tensor); a string is refused.
+
+    ``counted`` names what ``length`` is in the message (e.g. ``"rotary_dim/2"``).
+    """
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise TypeError(
+            f"{name} must be a sequence of {length} numbers, got {values!r} ({type(values).__name__})"
+        )
+    values = list(values.tolist() if isinstance(values, torch.Tensor) else values)
+    if len(values) != length:
+        raise ValueError(
+            f"{name} must hold {counted + ' = ' if counted else ''}{length} values, got {len(values)}"
+        )
+    for index, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, Real):
+            raise TypeError(f"{name}[{index}] must be a real number, got {value!r} ({type(value).__name__})")
+        if not math.isfinite(value) or value <= 0:
+            raise ValueError(f"{name}[{index}] must be positive and finite, got {value}")
+    return tuple(float(v) for v in values)
+
+
+def check_float_tensor(name: str, x: object) -> torch.Tensor:
+    """``x`` if it is a floating-point tensor; a TypeError naming its type or dtype otherwise.
+
+    Rotating or adding codes to integers would truncate (``apply_rope`` on int64 gives zeros).
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+    return x
+
+
+def check_float_dtype(name: str, dtype: object) -> torch.dtype:
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"{name} must be a floating-point torch.dtype, got {dtype!r}")
+    return dtype
+
+
 def check_choice(name: str, value: object, choices: Iterable[str]) -> str:
     choices = tuple(choices)
     if value not in choices:

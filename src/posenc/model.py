@@ -34,6 +34,15 @@ def default_encoding_arguments(name: str, *, d_model: int, n_heads: int, max_len
     return arguments.get(name, {})
 
 
+def check_token_ids(tokens: torch.Tensor, vocab_size: int) -> None:
+    """A ValueError naming the first token id outside 0 … vocab_size − 1 (or a TypeError for float ids)."""
+    if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
+        raise TypeError(f"tokens must be integer ids, got dtype {tokens.dtype}")
+    outside = tokens[(tokens < 0) | (tokens >= vocab_size)]
+    if outside.numel():
+        raise ValueError(f"token id {int(outside[0])} is outside the vocabulary 0 … {vocab_size - 1}")
+
+
 class Block(nn.Module):
     """x + attention(LN(x)), then x + MLP(LN(x))."""
 
@@ -58,7 +67,9 @@ class TransformerLM(nn.Module):
         encoding: a registered name or a ``PositionalEncoding``.
         encoding_kwargs: overrides for the arguments built from the model's sizes.
         max_len: positions of a learned table (only the ``learned`` encoding uses it).
-        share_encoding: one encoding for every layer (T5 shares its table); False gives each layer a copy.
+        share_encoding: one encoding for every layer (T5 shares its table); False gives each layer its own
+            copy of an encoding that acts inside attention (an additive one acts once, on the embeddings,
+            so it is never copied into layers where it would receive no gradient).
         backend: attention backend, ``"eager" | "sdpa" | "flex"``.
         causal: True for a decoder.
     """
@@ -83,6 +94,8 @@ class TransformerLM(nn.Module):
         self.vocab_size = check_positive_int("vocab_size", vocab_size)
         self.d_model = check_positive_int("d_model", d_model)
         check_positive_int("n_layers", n_layers)
+        if d_model % check_positive_int("n_heads", n_heads):
+            raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
         if isinstance(encoding, str):
             arguments = default_encoding_arguments(
                 encoding, d_model=d_model, n_heads=n_heads, max_len=max_len, causal=causal
@@ -104,7 +117,9 @@ class TransformerLM(nn.Module):
                     d_model,
                     n_heads,
                     n_kv_heads=n_kv_heads,
-                    encoding=encoding if share_encoding else copy.deepcopy(encoding),
+                    encoding=encoding
+                    if share_encoding or not encoding.acts_in_attention
+                    else copy.deepcopy(encoding),
                     backend=backend,
                     causal=causal,
                 ),
@@ -133,6 +148,7 @@ class TransformerLM(nn.Module):
         """
         if tokens.dim() != 2:
             raise ValueError(f"tokens must have shape [b, s], got {tuple(tokens.shape)}")
+        check_token_ids(tokens, self.vocab_size)
         x = self.token_embedding(tokens)  # [b, s, d − added]
         start = caches[0].length if caches else 0
         if positions is None:

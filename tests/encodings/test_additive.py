@@ -171,3 +171,11 @@ def test_far_positions_are_computed_without_caching_every_position_before_them()
     assert encoding.table.shape[0] <= CACHE_POSITIONS
     expected = sinusoidal_table(positions, 16, dtype=torch.float64)
     torch.testing.assert_close(out, expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", ["learned", "sinusoidal"])
+def test_an_empty_sequence_is_refused_naming_its_shape(name):
+    # used to crash inside torch.min with a message about reduction dims
+    encoding = posenc.build(name, **({"max_len": 8, "d_model": 8} if name == "learned" else {"d_model": 8}))
+    with pytest.raises(ValueError, match=r"x must have shape \[b, s, d\] with s ≥ 1, got \(1, 0, 8\)"):
+        encoding.embed(torch.ones(1, 0, 8))

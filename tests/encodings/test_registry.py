@@ -42,6 +42,17 @@ def test_hooks_that_do_not_apply_are_identities_or_none(name):
         assert encoding.embed(x) is x
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool])
+@pytest.mark.parametrize("name", posenc.available())
+def test_hooks_refuse_non_float_tensors_naming_the_dtype(name, dtype):
+    # integer inputs used to come back as integers (embed) or as zeros (rotate): a silent wrong answer
+    encoding = posenc.build(name, **ENCODING_KWARGS[name])
+    with pytest.raises(TypeError, match=f"x must be a floating-point tensor, got dtype {dtype}"):
+        encoding.embed(torch.ones(2, 10, 16).to(dtype))
+    with pytest.raises(TypeError, match=f"q must be a floating-point tensor, got dtype {dtype}"):
+        encoding.rotate(torch.ones(2, 4, 10, 16).to(dtype), torch.ones(2, 4, 10, 16))
+
+
 @pytest.mark.parametrize("name", posenc.available())
 def test_parameter_formula_matches_the_module(name):
     encoding = posenc.build(name, **ENCODING_KWARGS[name])

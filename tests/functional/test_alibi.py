@@ -233,6 +233,26 @@ def test_slopes_tensor_of_any_real_dtype_is_used_as_float64():
             "q_positions and k_positions must have the same batch size, got 2 and 3",
         ),
         (lambda: alibi_bias(4, 4, 2, dtype=torch.int64), ValueError, "dtype must be a floating-point"),
+        (
+            lambda: alibi_bias(4, 4, torch.tensor([0.5, float("inf")])),
+            ValueError,
+            "slopes must be finite, got [0.5, inf]",
+        ),
+        (
+            lambda: alibi_bias(4, 4, torch.tensor([float("nan")])),
+            ValueError,
+            "slopes must be finite, got [nan]",
+        ),
+        (  # k − q would wrap around in int64 and give a bias of the wrong sign
+            lambda: alibi_bias(torch.tensor([2**62 + 1]), torch.tensor([-(2**62)]), 1),
+            ValueError,
+            "q_positions must lie within ±2^62 so that distances fit in int64, got 4611686018427387905",
+        ),
+        (
+            lambda: alibi_bias(torch.tensor([0]), torch.tensor([-(2**63)]), 1),
+            ValueError,
+            "k_positions must lie within ±2^62 so that distances fit in int64, got -9223372036854775808",
+        ),
     ],
 )
 def test_bad_input_raises_naming_the_value(call, error, message):

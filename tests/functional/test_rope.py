@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import mpmath
 import pytest
@@ -279,3 +280,125 @@ def test_bad_input_raises_naming_the_value(call, message):
         ValueError, match=message.replace("(", r"\(").replace(")", r"\)") if "\\" not in message else message
     ):
         call()
+
+
+LONGROPE = {"long_factor": [1.0] * 4, "original_max_position_embeddings": 16, "factor": 2.0}
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (
+            lambda: rope_inv_freq(8, scaling="longrope", short_factor=[1, 1, 1, 0], **LONGROPE),
+            ValueError,
+            "short_factor[3] must be positive and finite, got 0",
+        ),
+        (
+            lambda: rope_inv_freq(8, scaling="longrope", short_factor=[1, -2, 1, 1], **LONGROPE),
+            ValueError,
+            "short_factor[1] must be positive and finite, got -2",
+        ),
+        (
+            lambda: rope_inv_freq(8, scaling="longrope", short_factor=[1, 1, float("nan"), 1], **LONGROPE),
+            ValueError,
+            "short_factor[2] must be positive and finite, got nan",
+        ),
+        (
+            lambda: rope_inv_freq(8, scaling="longrope", short_factor="1111", **LONGROPE),
+            TypeError,
+            "short_factor must be a sequence of 4 numbers, got '1111' (str)",
+        ),
+        (
+            lambda: rope_inv_freq(8, scaling="longrope", short_factor=["1"] * 4, **LONGROPE),
+            TypeError,
+            "short_factor[0] must be a real number, got '1' (str)",
+        ),
+        (
+            lambda: rope_inv_freq(
+                8, scaling="yarn", factor=2.0, original_max_position_embeddings=16, attention_factor=-1.0
+            ),
+            ValueError,
+            "attention_factor must be positive and finite, got -1.0",
+        ),
+        (
+            lambda: rope_inv_freq(
+                8, scaling="yarn", factor=2.0, original_max_position_embeddings=16, beta_fast=0
+            ),
+            ValueError,
+            "beta_fast must be positive and finite, got 0",
+        ),
+        (
+            lambda: rope_inv_freq(
+                8,
+                scaling="yarn",
+                factor=2.0,
+                original_max_position_embeddings=16,
+                beta_fast=1.0,
+                beta_slow=2.0,
+            ),
+            ValueError,
+            "yarn's beta_fast must exceed beta_slow, got beta_fast=1.0 and beta_slow=2.0",
+        ),
+        (
+            lambda: rope_inv_freq(8, scaling="linear", factor=None),
+            ValueError,
+            "scaling 'linear' needs a value for factor, got None",
+        ),
+        (
+            lambda: rope_inv_freq(8, scaling="linear", factor="2"),
+            TypeError,
+            "factor must be a real number, got '2'",
+        ),
+        (
+            lambda: rope_inv_freq(
+                8, scaling="llama3", factor=2.0, original_max_position_embeddings=16, low_freq_factor=0
+            ),
+            ValueError,
+            "low_freq_factor must be positive and finite, got 0",
+        ),
+        (
+            lambda: rope_inv_freq(
+                8, scaling="llama3", factor=2.0, original_max_position_embeddings=16, low_freq_factor=8.0
+            ),
+            ValueError,
+            "llama3's high_freq_factor must exceed low_freq_factor, got high_freq_factor=4.0 and low_freq_factor=8.0",
+        ),
+        (
+            lambda: rope_inv_freq(
+                8, scaling="yarn", factor=2.0, original_max_position_embeddings=16, truncate=1
+            ),
+            TypeError,
+            "truncate must be True or False, got 1",
+        ),
+        (
+            lambda: apply_rope(torch.zeros(8), torch.zeros(8, 4), torch.zeros(8, 4)),
+            ValueError,
+            "x must be [..., s, d] with at least 2 dimensions, got shape (8,)",
+        ),
+        (
+            lambda: apply_rope(torch.zeros(2, 1, 4, 8), torch.zeros(3, 4, 4), torch.zeros(3, 4, 4)),
+            ValueError,
+            "cos and sin of shape (3, 4, 4) have batch 3, but x of shape (2, 1, 4, 8) has batch 2",
+        ),
+    ],
+)
+def test_bad_scaling_arguments_and_shapes_are_refused_naming_the_value(call, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        call()
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool, torch.complex64])
+def test_non_float_tensors_are_refused_naming_the_dtype(dtype):
+    # apply_rope on int64 used to truncate every product to 0 and return zeros
+    cos, sin = rope_cos_sin(4, rope_inv_freq(8)[0])
+    x = torch.ones(1, 1, 4, 8).to(dtype)
+    with pytest.raises(TypeError, match=f"x must be a floating-point tensor, got dtype {dtype}"):
+        apply_rope(x, cos, sin)
+    with pytest.raises(TypeError, match=f"cos must be a floating-point tensor, got dtype {dtype}"):
+        apply_rope(torch.ones(1, 1, 4, 8), cos.to(dtype), sin)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, torch.uint8])
+def test_rope_cos_sin_refuses_a_non_float_output_dtype(dtype):
+    with pytest.raises(TypeError, match=f"dtype must be a floating-point torch.dtype, got {dtype}"):
+        rope_cos_sin(4, rope_inv_freq(8)[0], dtype=dtype)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from posenc._validation import check_choice, check_positive_int
+from posenc._validation import check_choice, check_float_tensor, check_positive_int
 from posenc.encodings.base import PositionalEncoding, resolve_positions
 
 MODES = ("add", "concat")
@@ -32,8 +32,9 @@ class AdditiveEncoding(PositionalEncoding):
         return input_width + self.d_model if self.mode == "concat" else input_width
 
     def embed(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
-        if x.dim() != 3:
-            raise ValueError(f"x must have shape [b, s, d], got {tuple(x.shape)}")
+        check_float_tensor("x", x)
+        if x.dim() != 3 or x.shape[1] == 0:
+            raise ValueError(f"x must have shape [b, s, d] with s ≥ 1, got {tuple(x.shape)}")
         positions = resolve_positions(positions, x, seq_dim=1)  # [s] or [b, s]
         codes = self.codes(positions).to(x.dtype)  # [s, d_model] or [b, s, d_model]
         if self.mode == "add":

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from posenc._validation import as_positions
+from posenc._validation import as_positions, check_float_tensor
 
 KINDS = ("additive", "rotary", "bias", "none")
 
@@ -77,13 +77,18 @@ class PositionalEncoding(nn.Module):
         """The ``parameter_formula`` evaluated at L = max_len, d = d_model, h = n_heads."""
         return 0
 
+    @property
+    def acts_in_attention(self) -> bool:
+        """Whether attention's hooks (rotate, bias, score_mod) do anything for this encoding."""
+        return self.kind not in ("additive", "none")
+
     def output_width(self, input_width: int) -> int:
         """Width of ``embed``'s output for an input of width ``input_width``."""
         return input_width
 
     def embed(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         """Token embeddings ``[b, s, d]`` -> ``[b, s, d']`` with position information (d' ≥ d)."""
-        return x
+        return check_float_tensor("x", x)
 
     def rotate(
         self,
@@ -93,7 +98,7 @@ class PositionalEncoding(nn.Module):
         k_positions: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Queries ``[b, h, i, d_head]`` and keys ``[b, h, j, d_head]`` -> rotated (q, k), same shapes."""
-        return q, k
+        return check_float_tensor("q", q), check_float_tensor("k", k)
 
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor | None:
         """Additive attention-score bias ``[h, i, j]`` or ``[b, h, i, j]``, or None."""

@@ -28,6 +28,25 @@ def _positions(positions: torch.Tensor | None, offset: int) -> Callable:
     return lambda b, index: positions[b, index]
 
 
+def pair_positions(q_positions: torch.Tensor, k_positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Query and key positions checked for a bias: each ``[n]`` or ``[b, n]``, one batch size.
+
+    Raises:
+        ValueError: float or empty positions, more than 2 dimensions, batch sizes that differ.
+    """
+    q_positions = as_positions(q_positions, name="q_positions")
+    k_positions = as_positions(k_positions, name="k_positions")
+    for name, positions in (("q_positions", q_positions), ("k_positions", k_positions)):
+        if positions.dim() not in (1, 2):
+            raise ValueError(f"{name} must be [n] or [b, n], got shape {tuple(positions.shape)}")
+    if q_positions.dim() == 2 and k_positions.dim() == 2 and q_positions.shape[0] != k_positions.shape[0]:
+        raise ValueError(
+            f"q_positions and k_positions must have the same batch size, got {q_positions.shape[0]} "
+            f"and {k_positions.shape[0]}"
+        )
+    return q_positions, k_positions
+
+
 class BiasEncoding(PositionalEncoding):
     """Shared plumbing: ``relative_bias(q_pos, k_pos, h)`` scalar form -> both ``bias`` and ``score_mod``."""
 
@@ -137,11 +156,9 @@ class T5RelativeBias(BiasEncoding):
         init_std: float = 0.02,
     ) -> None:
         super().__init__(n_heads)
-        self.num_buckets, self.max_distance, self.bidirectional = (
-            num_buckets,
-            max_distance,
-            bool(bidirectional),
-        )
+        self.num_buckets = check_positive_int("num_buckets", num_buckets)
+        self.max_distance = check_positive_int("max_distance", max_distance)
+        self.bidirectional = bool(bidirectional)
         # Every distance beyond ±max_distance shares its side's last bucket, so a lookup over
         # [−max_distance, max_distance] with clamped distances is exact (and runs under vmap).
         distances = torch.arange(-max_distance, max_distance + 1)
@@ -162,7 +179,7 @@ class T5RelativeBias(BiasEncoding):
         return self.bucket_lookup[clamped + self.max_distance]
 
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
-        q_positions, k_positions = as_positions(q_positions), as_positions(k_positions)
+        q_positions, k_positions = pair_positions(q_positions, k_positions)
         relative = k_positions.unsqueeze(-2) - q_positions.unsqueeze(-1)  # [(b,) i, j]: key − query
         values = self.table[self.buckets(relative)]  # [(b,) i, j, h]
         return values.movedim(-1, -3)  # [(b,) h, i, j]
@@ -217,6 +234,7 @@ class SwinRelativeBias(BiasEncoding):
         return positions
 
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
+        q_positions, k_positions = pair_positions(q_positions, k_positions)
         q_positions, k_positions = self._check(q_positions), self._check(k_positions)
         index = self.relative_index[q_positions.unsqueeze(-1), k_positions.unsqueeze(-2)]  # [(b,) i, j]
         return self.table[index].movedim(-1, -3)  # [(b,) h, i, j]

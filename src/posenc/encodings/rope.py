@@ -6,7 +6,13 @@ from collections.abc import Mapping
 
 import torch
 
-from posenc._validation import check_choice, check_even_positive_int, check_positive_float, check_positive_int
+from posenc._validation import (
+    check_choice,
+    check_even_positive_int,
+    check_float_tensor,
+    check_positive_float,
+    check_positive_int,
+)
 from posenc.encodings.base import PositionalEncoding, resolve_positions
 from posenc.functional.angles import MAX_POSITION, reduced_angles_unchecked, split_frequencies
 from posenc.functional.rope import LAYOUTS, apply_rope_qk, rope_cos_sin, rope_inv_freq, xpos_scale
@@ -154,6 +160,7 @@ class RotaryEncoding(PositionalEncoding):
         Default positions: keys 0 … j−1; queries the last i of those (j−i … j−1), as in decoding.
         """
         for name, x in (("q", q), ("k", k)):
+            check_float_tensor(name, x)
             if x.dim() != 4 or x.shape[-1] != self.d_head:
                 raise ValueError(
                     f"{name} must have shape [b, h, s, d_head={self.d_head}], got {tuple(x.shape)}"

@@ -79,7 +79,10 @@ def _head_slopes(slopes: torch.Tensor | int, bias_max: float | None) -> torch.Te
             raise ValueError(f"slopes must be a 1-d tensor [h] with h ≥ 1, got shape {tuple(slopes.shape)}")
         if slopes.dtype.is_complex or slopes.dtype == torch.bool:
             raise ValueError(f"slopes must be real numbers, got dtype {slopes.dtype}")
-        return slopes.detach().to(torch.float64)
+        slopes = slopes.detach().to(torch.float64)
+        if not torch.isfinite(slopes).all():
+            raise ValueError(f"slopes must be finite, got {slopes.tolist()}")
+        return slopes
     try:
         n_heads = check_int("slopes", slopes)
     except TypeError:
@@ -89,6 +92,20 @@ def _head_slopes(slopes: torch.Tensor | int, bias_max: float | None) -> torch.Te
     if n_heads <= 0:
         raise ValueError(f"slopes as a head count must be positive, got {n_heads}")
     return alibi_slopes(n_heads, bias_max=bias_max)
+
+
+#: Positions beyond ±2^62 are refused: the distance of two of them could overflow int64.
+MAX_ABS_POSITION = 1 << 62
+
+
+def check_distance_range(q_positions: torch.Tensor, k_positions: torch.Tensor) -> None:
+    """A ValueError naming the position whose distance to another could overflow int64."""
+    for name, positions in (("q_positions", q_positions), ("k_positions", k_positions)):
+        outside = positions[(positions > MAX_ABS_POSITION) | (positions < -MAX_ABS_POSITION)]
+        if outside.numel():
+            raise ValueError(
+                f"{name} must lie within ±2^62 so that distances fit in int64, got {int(outside[0])}"
+            )
 
 
 def alibi_bias(
@@ -138,6 +155,7 @@ def alibi_bias(
         raise ValueError(
             f"q_positions and k_positions must have the same batch size, got {q.shape[0]} and {k.shape[0]}"
         )
+    check_distance_range(q, k)
     m = m.to(q.device)
     distance = k.unsqueeze(-2) - q.unsqueeze(-1)  # [i, j] or [b, i, j]: j − i, exact int64
     if symmetric:

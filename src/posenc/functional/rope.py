@@ -26,9 +26,14 @@ import torch
 
 from posenc._validation import (
     as_positions,
+    check_bool,
     check_choice,
     check_even_positive_int,
+    check_float_dtype,
+    check_float_tensor,
+    check_nonnegative_float,
     check_positive_float,
+    check_positive_floats,
     check_positive_int,
 )
 from posenc.functional.angles import exact_cos_sin, split_frequencies
@@ -164,9 +169,6 @@ def _longrope(
     ``short_factor`` otherwise; attention factor √(1 + ln(factor)/ln(L)) unless given, where ``factor``
     is the context extension (max_position_embeddings / original_max_position_embeddings).
     """
-    for name, values in (("short_factor", short_factor), ("long_factor", long_factor)):
-        if len(values) != rotary_dim // 2:
-            raise ValueError(f"{name} must hold rotary_dim/2 = {rotary_dim // 2} values, got {len(values)}")
     if attention_factor is None:
         if factor is None:
             raise ValueError(
@@ -237,17 +239,55 @@ def rope_inv_freq(
         raise ValueError(
             f"scaling {scaling!r} does not take {', '.join(unknown)}; it takes {', '.join(required + optional)}"
         )
-    if scaling_args.get("factor") is not None:
-        check_positive_float("factor", scaling_args["factor"])
-    if "original_max_position_embeddings" in scaling_args:
-        check_positive_int(
-            "original_max_position_embeddings", scaling_args["original_max_position_embeddings"]
-        )
     if scaling in ("ntk", "dynamic") and rotary_dim < 4:
         raise ValueError(
             f"scaling {scaling!r} needs rotary_dim ≥ 4 (it raises base to r/(r−2)), got {rotary_dim}"
         )
-    return SCALINGS[scaling](rotary_dim, base, **scaling_args)
+    checked = _checked_scaling_args(scaling, rotary_dim, scaling_args)
+    return SCALINGS[scaling](rotary_dim, base, **checked)
+
+
+def _check_argument(name: str, value: object, rotary_dim: int) -> object:
+    """One scaling argument checked for its type and domain (a ValueError or TypeError naming it)."""
+    checks = {
+        "original_max_position_embeddings": check_positive_int,
+        "seq_len": check_positive_int,
+        "truncate": check_bool,
+        "mscale": check_nonnegative_float,
+        "mscale_all_dim": check_nonnegative_float,
+        "short_factor": lambda n, v: check_positive_floats(n, v, rotary_dim // 2, "rotary_dim/2"),
+        "long_factor": lambda n, v: check_positive_floats(n, v, rotary_dim // 2, "rotary_dim/2"),
+    }
+    return checks.get(name, check_positive_float)(name, value)  # factors, betas, attention_factor
+
+
+def _checked_scaling_args(scaling: str, rotary_dim: int, scaling_args: dict) -> dict:
+    """The scaling's arguments checked one by one, then against each other.
+
+    ``None`` is accepted only where the scaling's own default is None (e.g. longrope's ``factor``);
+    ``factor=None`` for linear scaling is an error, not a silent default.
+    """
+    defaults = {p.name: p.default for p in list(inspect.signature(SCALINGS[scaling]).parameters.values())[2:]}
+    checked = {}
+    for name, value in scaling_args.items():
+        if value is None and defaults[name] is None:
+            checked[name] = None
+            continue
+        if value is None:
+            raise ValueError(f"scaling {scaling!r} needs a value for {name}, got None")
+        checked[name] = _check_argument(name, value, rotary_dim)
+    merged = {name: default for name, default in defaults.items()} | checked
+    if scaling == "yarn" and merged["beta_fast"] <= merged["beta_slow"]:
+        raise ValueError(
+            f"yarn's beta_fast must exceed beta_slow, got beta_fast={merged['beta_fast']} "
+            f"and beta_slow={merged['beta_slow']}"
+        )
+    if scaling == "llama3" and merged["high_freq_factor"] <= merged["low_freq_factor"]:
+        raise ValueError(
+            f"llama3's high_freq_factor must exceed low_freq_factor, got high_freq_factor="
+            f"{merged['high_freq_factor']} and low_freq_factor={merged['low_freq_factor']}"
+        )
+    return checked
 
 
 def rope_cos_sin(
@@ -270,6 +310,7 @@ def rope_cos_sin(
         ``(cos, sin)``, each ``[..., s, r/2]`` in ``dtype``.
     """
     positions = as_positions(positions)
+    check_float_dtype("dtype", dtype)
     if not isinstance(inv_freq, torch.Tensor) or inv_freq.dim() != 1:
         raise ValueError(f"inv_freq must be a 1-d tensor [r/2], got {getattr(inv_freq, 'shape', inv_freq)}")
     cos, sin = exact_cos_sin(positions, split_frequencies(inv_freq.to(torch.float64)))  # [..., r/2] float64
@@ -282,6 +323,11 @@ def _check_rotation(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, rotary_dim: int | None
 ) -> int:
     check_choice("layout", layout, LAYOUTS)
+    check_float_tensor("x", x)
+    for name, table in (("cos", cos), ("sin", sin)):
+        check_float_tensor(name, table)
+    if x.dim() < 2:
+        raise ValueError(f"x must be [..., s, d] with at least 2 dimensions, got shape {tuple(x.shape)}")
     width = x.shape[-1]
     rotary_dim = width if rotary_dim is None else check_even_positive_int("rotary_dim", rotary_dim)
     if rotary_dim > width or rotary_dim % 2:
@@ -299,7 +345,20 @@ def _check_rotation(
             f"cos and sin must be [s, r/2] or [b, s, r/2] with s = {x.shape[-2]} to match x of shape "
             f"{tuple(x.shape)}, got {tuple(cos.shape)}"
         )
+    batch = _table_batch_axis(x, cos)
+    if batch is not None and cos.shape[0] not in (1, batch):
+        raise ValueError(
+            f"cos and sin of shape {tuple(cos.shape)} have batch {cos.shape[0]}, but x of shape "
+            f"{tuple(x.shape)} has batch {batch}; the batch must match (or be 1)"
+        )
     return rotary_dim
+
+
+def _table_batch_axis(x: torch.Tensor, cos: torch.Tensor) -> int | None:
+    """The size of x's axis that a batched cos/sin ``[b, s, r/2]`` lines up with (None: unbatched)."""
+    if cos.dim() != 3 or x.dim() < 3:
+        return None
+    return x.shape[0] if x.dim() == 4 else x.shape[-3]
 
 
 #: Where :func:`apply_rope` and :func:`apply_rope_qk` rotate: ``auto`` picks per call (see there).

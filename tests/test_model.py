@@ -1,0 +1,54 @@
+"""The small transformer the lab trains: its arguments, its inputs and what it shares between layers."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from posenc.model import TransformerEncoder, TransformerLM
+
+
+def test_a_width_not_divisible_by_the_heads_is_named():
+    # used to surface as "rotary_dim must be even and at most d_head=7", naming neither value
+    with pytest.raises(ValueError, match="d_model=30 must be divisible by n_heads=4"):
+        TransformerLM(16, d_model=30, n_heads=4)
+
+
+@pytest.mark.parametrize(("tokens", "value"), [([[1, 16]], 16), ([[-1, 3]], -1), ([[0, 99, 2]], 99)])
+def test_token_ids_outside_the_vocabulary_are_named(tokens, value):
+    model = TransformerLM(16, d_model=16, n_heads=2)
+    with pytest.raises(ValueError, match=re.escape(f"token id {value} is outside the vocabulary 0 … 15")):
+        model(torch.tensor(tokens))
+
+
+def test_float_token_ids_are_refused():
+    with pytest.raises(TypeError, match="tokens must be integer ids, got dtype torch.float32"):
+        TransformerLM(16, d_model=16, n_heads=2)(torch.zeros(1, 3))
+
+
+@pytest.mark.parametrize("encoding", ["learned", "sinusoidal"])
+def test_unshared_additive_encodings_leave_no_parameter_without_a_gradient(encoding):
+    # an additive encoding acts once, on the embeddings: copies in the layers would never be trained
+    torch.manual_seed(0)
+    model = TransformerLM(32, d_model=16, n_layers=4, n_heads=2, encoding=encoding, share_encoding=False)
+    shared = TransformerLM(32, d_model=16, n_layers=4, n_heads=2, encoding=encoding, share_encoding=True)
+    model(torch.randint(0, 32, (2, 12))).sum().backward()
+    untrained = [name for name, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum()]
+    assert untrained == []
+    assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in shared.parameters())
+
+
+def test_unshared_attention_encodings_give_each_layer_its_own_trained_table():
+    torch.manual_seed(0)
+    model = TransformerLM(32, d_model=16, n_layers=3, n_heads=2, encoding="t5", share_encoding=False)
+    model(torch.randint(0, 32, (2, 12))).sum().backward()
+    tables = [block.attention.encoding.table for block in model.blocks]
+    assert len({id(t) for t in tables}) == 3
+    assert all(t.grad is not None and t.grad.abs().sum() > 0 for t in tables)
+
+
+def test_the_encoder_refuses_causal_attention():
+    with pytest.raises(ValueError, match="TransformerEncoder is bidirectional"):
+        TransformerEncoder(16, causal=True)
