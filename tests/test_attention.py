@@ -214,3 +214,35 @@ def test_sdpa_reads_distance_only_biases_from_one_table_at_consecutive_positions
     assert len(calls) == 2
     set_backend(model, "eager")
     torch.testing.assert_close(fast, model(x), rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("encoding", ["nope", "alibi", "t5"])
+def test_flex_on_cpu_never_hands_on_an_answer_of_the_compiled_kernel(encoding, monkeypatch):
+    # torch's compiled flex_attention on CPU can return wrong values or NaN: plant one that always does
+    import posenc.attention as attention
+
+    def broken_kernel(q, k, v, **kwargs):
+        return torch.full_like(q, float("nan"))
+
+    monkeypatch.setattr(attention, "_compiled_flex", lambda: broken_kernel)
+    model = make_model(encoding)
+    x = tokens(s=24)
+    with torch.no_grad():
+        expected = model(x)
+        set_backend(model, "flex")
+        got = model(x)
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_flex_reference_in_query_blocks_equals_eager_with_gradients(causal, monkeypatch):
+    import posenc.attention as attention
+
+    monkeypatch.setattr(attention, "REFERENCE_BLOCK_SCORES", 5 * 2 * HEADS * 13)  # blocks of 5 queries
+    model = make_model("t5", causal=causal)
+    x = tokens(s=13)
+    reference, reference_grads = forward_and_grads(model, x, "eager")
+    logits, grads = forward_and_grads(model, x, "flex")
+    torch.testing.assert_close(logits, reference, rtol=0, atol=1e-5)
+    for name, grad in reference_grads.items():
+        torch.testing.assert_close(grads[name], grad, rtol=0, atol=1e-5)

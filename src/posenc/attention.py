@@ -9,8 +9,10 @@ Backends, all computing softmax(q·kᵀ/√d + bias + mask)·v:
 - ``"eager"``: explicit float32 scores and softmax; the reference.
 - ``"sdpa"``: ``scaled_dot_product_attention`` with the bias (and mask) as a float ``attn_mask``.
 - ``"flex"``: compiled ``flex_attention`` with the encoding's ``score_mod`` and a causal block mask,
-  so no s×s tensor is built. torch has no flex_attention backward on CPU, so where gradients are
-  needed on CPU the same score_mod is evaluated on broadcast index grids (scores materialised).
+  so no s×s tensor is built. On CPU, torch 2.13's compiled flex_attention returns wrong values or NaN
+  at some lengths and head widths, intermittently, and has no backward; there the same score_mod is
+  evaluated on broadcast index grids, a block of queries at a time (exact, with autograd). The
+  pure-torch check ``tools/flex_cpu_check.py`` shows when a torch release no longer needs this.
 
 Notation used for tensor shapes: b batch, s sequence, h heads, h_kv key/value heads, d head width,
 i / j query / key positions.
@@ -31,6 +33,8 @@ from posenc.encodings.base import resolve_positions
 from posenc.kernels.alibi_cpu import relative_attention
 
 BACKENDS = ("eager", "sdpa", "flex")
+#: Scores the flex reference path holds at once (a block of queries against every key): 64 MiB in float32.
+REFERENCE_BLOCK_SCORES = 1 << 24
 
 
 @dataclass
@@ -198,10 +202,7 @@ class MultiHeadAttention(nn.Module):
 
     def _flex(self, q, k, v, q_positions, k_positions) -> torch.Tensor:
         score_mod = self.encoding.score_mod(q_positions=q_positions, k_positions=k_positions)
-        needs_grad = torch.is_grad_enabled() and any(
-            t.requires_grad for t in (q, k, v, *self.encoding.parameters())
-        )
-        if needs_grad and q.device.type == "cpu":
+        if q.device.type == "cpu":  # never the compiled CPU kernel: see the module docstring
             return self._score_mod_reference(q, k, v, score_mod)
         block_mask = _causal_block_mask(q.shape[2], k.shape[2], q.device.type) if self.causal else None
         return _compiled_flex()(
@@ -209,23 +210,31 @@ class MultiHeadAttention(nn.Module):
         )
 
     def _score_mod_reference(self, q, k, v, score_mod) -> torch.Tensor:
-        """The score_mod evaluated on broadcast index grids: flex semantics with autograd on CPU,
-        where torch's flex_attention has no backward. Materialises the [b, h, i, j] scores."""
+        """The score_mod evaluated on broadcast index grids: flex semantics, exact and with autograd.
+
+        Queries go in blocks of at most :data:`REFERENCE_BLOCK_SCORES` scores, so the forward pass
+        holds one block's ``[b, h, block, j]`` scores at a time.
+        """
         b, h, i, j = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
         groups = self.n_heads // self.n_kv_heads
         k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)  # [b, h, j, d]
-        scores = (q @ k.transpose(-1, -2)) / self.d_head**0.5  # [b, h, i, j]
-        if score_mod is not None:
-            device = q.device
-            b_idx = torch.arange(b, device=device).view(b, 1, 1, 1)
-            h_idx = torch.arange(h, device=device).view(1, h, 1, 1)
-            q_idx = torch.arange(i, device=device).view(1, 1, i, 1)
-            kv_idx = torch.arange(j, device=device).view(1, 1, 1, j)
-            scores = score_mod(scores, b_idx, h_idx, q_idx, kv_idx)
-        mask = self._mask(i, j, q.device)
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        return scores.softmax(dim=-1) @ v
+        device = q.device
+        b_idx = torch.arange(b, device=device).view(b, 1, 1, 1)
+        h_idx = torch.arange(h, device=device).view(1, h, 1, 1)
+        kv_idx = torch.arange(j, device=device).view(1, 1, 1, j)
+        mask = self._mask(i, j, device)  # [i, j] or None
+        block = max(1, REFERENCE_BLOCK_SCORES // (b * h * j))
+        outputs = []
+        for start in range(0, i, block):
+            rows = slice(start, min(start + block, i))
+            scores = (q[:, :, rows] @ k.transpose(-1, -2)) / self.d_head**0.5  # [b, h, block, j]
+            if score_mod is not None:
+                q_idx = torch.arange(rows.start, rows.stop, device=device).view(1, 1, -1, 1)
+                scores = score_mod(scores, b_idx, h_idx, q_idx, kv_idx)
+            if mask is not None:
+                scores = scores.masked_fill(~mask[rows], float("-inf"))
+            outputs.append(scores.softmax(dim=-1) @ v)  # [b, h, block, d]
+        return torch.cat(outputs, dim=2) if len(outputs) > 1 else outputs[0]
 
 
 def _float_mask(
