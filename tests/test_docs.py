@@ -1,4 +1,4 @@
-"""The guide's snippets run, and every figure it shows exists in docs/figures."""
+"""The guide's snippets run and print what the guide shows, and every figure it shows exists."""
 
 from __future__ import annotations
 
@@ -8,12 +8,25 @@ from pathlib import Path
 import pytest
 
 GUIDE = Path(__file__).parents[1] / "docs" / "guide.md"
-SNIPPETS = re.findall(r"```python\n(.*?)```", GUIDE.read_text(), re.DOTALL)
+#: (code, the ```text block right after it or None)
+SNIPPETS = re.findall(r"```python\n(.*?)```\n(?:\n```text\n(.*?)```)?", GUIDE.read_text(), re.DOTALL)
+
+
+def test_the_guide_has_snippets():
+    assert len(SNIPPETS) >= 8
 
 
 @pytest.mark.parametrize("index", range(len(SNIPPETS)))
-def test_guide_snippet_runs(index, capsys):
-    exec(compile(SNIPPETS[index], f"{GUIDE.name}[snippet {index}]", "exec"), {})
+def test_guide_snippet_runs_and_prints_what_the_guide_shows(index, capsys):
+    code, shown = SNIPPETS[index]
+    # a snippet checks itself (assert) or shows its output; one that does neither proves nothing
+    assert "assert " in code or shown, f"snippet {index} neither asserts nor shows its output"
+    exec(compile(code, f"{GUIDE.name}[snippet {index}]", "exec"), {})
+    printed = capsys.readouterr().out
+    if shown:
+        assert printed == shown
+    else:
+        assert printed == "", "a snippet that prints must show its output in a ```text block"
 
 
 def test_every_figure_in_the_guide_exists():

@@ -7,6 +7,7 @@ import torch
 
 from posenc import available, build
 from posenc.analysis import PROPERTY_NAMES, properties, specimen
+from posenc.analysis.specimens import SPECIMEN_KWARGS
 from posenc.analysis.verification import _ulps
 from posenc.encodings import ALiBi, RotaryEncoding, SinusoidalEncoding
 
@@ -77,7 +78,7 @@ def test_relative_position_column_is_measured(measured, name):
 
 
 def test_parameters_counted_from_modules_grow_as_the_formula_says(measured):
-    assert measured["learned"]["parameters"].value == 512 * 512
+    assert measured["learned"]["parameters"].value == 256 * 64  # the specimen's table
     assert "grows with L, d" in measured["learned"]["parameters"].reason
     assert measured["t5"]["parameters"].value == 32 * 8
     assert "grows with h" in measured["t5"]["parameters"].reason
@@ -85,9 +86,17 @@ def test_parameters_counted_from_modules_grow_as_the_formula_says(measured):
         assert measured[name]["parameters"].value == 0
 
 
-def test_every_registered_encoding_has_a_specimen():
-    for name in available():
-        assert specimen(name) is not None
+@pytest.mark.parametrize("name", available())
+def test_every_registered_encoding_has_a_specimen_in_eval_mode_drawn_from_its_seed(name):
+    first, again, other = specimen(name), specimen(name), specimen(name, seed=1)
+    assert first.training is False
+    assert isinstance(first, type(build(name, **SPECIMEN_KWARGS[name])))
+    for (key, p), q, r in zip(
+        first.state_dict().items(), again.state_dict().values(), other.state_dict().values(), strict=True
+    ):
+        assert torch.equal(p, q), key  # the same seed draws the same table
+        if p.is_floating_point() and p.numel() > 1:
+            assert not torch.equal(p, r), key  # another seed another one
     with pytest.raises(ValueError, match="unknown encoding 'nosuch'; available: alibi"):
         specimen("nosuch")
 
@@ -203,6 +212,23 @@ def test_scaled_rope_keeps_its_properties():
         result = properties(RotaryEncoding(32, scaling=scaling, scaling_args=args))
         assert result["relative"].holds is True, scaling
         assert result["linear_map"].holds is True, scaling
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "count"),
+    [
+        ({"name": "t5", "n_heads": 8, "num_buckets": 8}, 8 * 8),
+        ({"name": "t5", "n_heads": 3, "num_buckets": 20}, 20 * 3),
+        ({"name": "swin", "n_heads": 4, "window": 3}, 5 * 5 * 4),
+        ({"name": "swin", "n_heads": 2, "window": (2, 5)}, 3 * 9 * 2),
+        ({"name": "learned", "max_len": 40, "d_model": 8}, 40 * 8),
+    ],
+)
+def test_parameters_are_counted_on_the_encoding_given(kwargs, count):
+    # used to count a default-sized module instead (256 for T5 with 8 buckets, 338 for a 3×3 Swin window)
+    kwargs = dict(kwargs)
+    result = properties(build(kwargs.pop("name"), **kwargs), length=32)["parameters"]
+    assert result.value == count and result.holds is True, result.reason
 
 
 def test_a_formula_that_miscounts_fails_parameters():

@@ -103,11 +103,28 @@ def test_the_float32_angle_recipe_is_what_exact_reduction_avoids(exact_table):
     assert float((recipe - exact_table).abs().max()) > 1e-2
 
 
-def test_a_4096_by_512_table_takes_milliseconds():
-    sinusoidal_table(4096, 512)
-    start = time.perf_counter()
-    sinusoidal_table(4096, 512)
-    assert time.perf_counter() - start < 1.0  # a sanity bound; the measured figure is in docs/BENCHMARKS.md
+def _median_seconds(fn, rounds: int = 7) -> float:
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[rounds // 2]
+
+
+def test_a_4096_by_512_table_costs_a_small_multiple_of_the_plain_float64_recipe():
+    # the exact angle reduction must stay vectorised: docs/BENCHMARKS.md measures 1.3× the plain
+    # float64 recipe; a per-position Python loop would be hundreds of times slower
+    positions = torch.arange(4096, dtype=torch.float64)[:, None]
+    omega = 10000.0 ** (-torch.arange(0, 512, 2, dtype=torch.float64) / 512)
+
+    def plain() -> torch.Tensor:
+        angle = positions * omega  # [T, d/2]
+        return torch.stack((angle.sin(), angle.cos()), dim=-1).flatten(-2).float()
+
+    exact = _median_seconds(lambda: sinusoidal_table(4096, 512))
+    recipe = _median_seconds(plain)
+    assert exact < 10 * recipe, f"{exact * 1e3:.1f} ms against the plain recipe's {recipe * 1e3:.1f} ms"
 
 
 @given(

@@ -10,7 +10,6 @@ and the reason it does not apply, so every encoding has the same rows.
 
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import asdict, dataclass
 
@@ -310,29 +309,35 @@ def _similarity_by_distance(encoding: PositionalEncoding, length: int) -> torch.
 
 
 def parameters(encoding: PositionalEncoding, length: int) -> Property:
-    """Seed 004's "Parameters" column: learned parameters counted from modules built at several L, d, h."""
-    cls = type(encoding)
-    grid = [(64, 32, 2), (128, 32, 2), (64, 64, 2), (64, 32, 4)]
-    counts = {shape: _count_at(cls, *shape) for shape in grid}
-    mismatch = [shape for shape, count in counts.items() if count != cls.count_parameters(*shape)]
+    """Seed 004's "Parameters" column: the learned parameters of this instance, counted, against its formula.
+
+    The count is taken from the module given (with its own table sizes: T5's buckets, Swin's window);
+    the formula, evaluated at the instance's L, d and h, must give the same number. How the count
+    grows with L, d and h is read from the formula at doubled sizes.
+    """
+    counted = sum(p.numel() for p in encoding.parameters() if p.requires_grad)
+    sizes = {letter: getattr(encoding, name, 0) or 0 for letter, name in _SIZES}  # L, d, h of the instance
+    formula = encoding.count_parameters(sizes["L"], sizes["d"], sizes["h"])
     grows = [
         letter
-        for letter, other in (("L", (128, 32, 2)), ("d", (64, 64, 2)), ("h", (64, 32, 4)))
-        if counts[other] != counts[(64, 32, 2)]
+        for letter in sizes
+        if encoding.count_parameters(
+            *(2 * size if other == letter else size for other, size in sizes.items())
+        )
+        != formula
     ]
-    value = float(_count_at(cls, 512, 512, 8))
     depends = f"grows with {', '.join(grows)}" if grows else "independent of L, d and h"
-    reason = f"{cls.parameter_formula}: {int(value)} at L=512, d=512, h=8; counted, {depends}"
-    if mismatch:
-        reason += f"; differs from the formula at (L, d, h) = {mismatch}"
-    return Property("parameters", value, "count = formula", not mismatch, reason)
+    shown = ", ".join(f"{letter}={size}" for letter, size in sizes.items() if size)
+    reason = (
+        f"{encoding.parameter_formula}: {counted} counted on this instance ({shown or 'no sizes'}); {depends}"
+    )
+    if counted != formula:
+        reason += f"; differs from the formula, which gives {formula}"
+    return Property("parameters", float(counted), "count = formula", counted == formula, reason)
 
 
-def _count_at(cls: type[PositionalEncoding], max_len: int, d_model: int, n_heads: int) -> int:
-    sizes = {"max_len": max_len, "d_model": d_model, "n_heads": n_heads, "d_head": d_model // n_heads}
-    accepted = inspect.signature(cls.__init__).parameters
-    module = cls(**{name: value for name, value in sizes.items() if name in accepted})
-    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+#: (letter of the seed's formulas, attribute of an encoding holding that size)
+_SIZES = (("L", "max_len"), ("d", "d_model"), ("h", "n_heads"))
 
 
 def _ulps(approx: torch.Tensor, exact: torch.Tensor, dtype: torch.dtype, floor: float = 0.0) -> float:

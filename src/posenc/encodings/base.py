@@ -72,9 +72,9 @@ class PositionalEncoding(nn.Module):
                 )
         return self
 
-    @staticmethod
-    def count_parameters(max_len: int, d_model: int, n_heads: int) -> int:
-        """The ``parameter_formula`` evaluated at L = max_len, d = d_model, h = n_heads."""
+    def count_parameters(self, max_len: int, d_model: int, n_heads: int) -> int:
+        """The ``parameter_formula`` evaluated at L = max_len, d = d_model, h = n_heads, with this
+        instance's other settings (T5's ``num_buckets``, Swin's ``window``)."""
         return 0
 
     @property

@@ -170,9 +170,8 @@ class T5RelativeBias(BiasEncoding):
             torch.randn(num_buckets, self.n_heads) * check_positive_float("init_std", init_std)
         )
 
-    @staticmethod
-    def count_parameters(max_len: int, d_model: int, n_heads: int) -> int:
-        return 32 * n_heads
+    def count_parameters(self, max_len: int, d_model: int, n_heads: int) -> int:
+        return self.num_buckets * n_heads
 
     def buckets(self, relative_position: torch.Tensor) -> torch.Tensor:
         clamped = relative_position.clamp(-self.max_distance, self.max_distance)
@@ -219,9 +218,8 @@ class SwinRelativeBias(BiasEncoding):
             )
         )
 
-    @staticmethod
-    def count_parameters(max_len: int, d_model: int, n_heads: int) -> int:
-        return 13 * 13 * n_heads
+    def count_parameters(self, max_len: int, d_model: int, n_heads: int) -> int:
+        return swin_table_size(self.window) * n_heads
 
     def _check(self, positions: torch.Tensor) -> torch.Tensor:
         positions = as_positions(positions)

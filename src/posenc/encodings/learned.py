@@ -47,8 +47,7 @@ class LearnedEncoding(AdditiveEncoding):
         self.weight = nn.Parameter(torch.empty(self.max_len, self.d_model))  # [L, d]
         self.reset_parameters()
 
-    @staticmethod
-    def count_parameters(max_len: int, d_model: int, n_heads: int) -> int:
+    def count_parameters(self, max_len: int, d_model: int, n_heads: int) -> int:
         return max_len * d_model
 
     def reset_parameters(self) -> None:
