@@ -13,17 +13,24 @@ relative position is explicit. The report puts a measurement beside each claim a
   interval touches with the claimed grade. Exact match at 2L for the algorithmic tasks is shown
   beside it (the seed claims nothing separate for them).
 - Relative position: the shift test of :mod:`posenc.lab.properties` (explicit | implicit | no).
+
+Runs are aggregated over seeds only when everything else in their config is the same: a preset's
+runs are split into configurations (:func:`configurations`), each with its own tables under a
+heading that names the settings setting it apart from the preset's defaults (``steps=2500``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from posenc.lab.presets import PRESETS, run_config
 from posenc.lab.records import Records
 
 #: Seed 004 §7 "Comparison", verbatim: (parameters, length generalisation, relative position).
@@ -105,6 +112,121 @@ def load(db_path: str | Path, preset: str | None = None) -> dict[str, list[dict]
     return dict(grouped)
 
 
+#: Settings ``posenc lab run`` can change from a preset's: (name shown, place in the flattened config).
+OVERRIDES = (
+    ("steps", "train.steps"),
+    ("train_length", "train_length"),
+    ("eval_lengths", "eval_lengths"),
+    ("sliding_stride", "sliding_stride"),
+    ("checkpoint_every", "train.checkpoint_every"),
+)
+_ABSENT = "absent"
+
+
+def _flatten(config: dict, prefix: str = "") -> dict[str, object]:
+    """``{"train": {"steps": 12}}`` -> ``{"train.steps": 12}``."""
+    flat = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and value:
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _show(value: object) -> str:
+    if isinstance(value, list | tuple):
+        return ",".join(map(str, value))
+    return "none" if value is None else str(value)
+
+
+def _planned(row: dict) -> dict | None:
+    """The flattened config this version plans for the row's preset, task, encoding and seed given the
+    row's own overridable settings; None when it cannot (a preset, task or encoding it does not know)."""
+    config = row["config"]
+    try:
+        planned = run_config(
+            PRESETS[row["preset"]],
+            row["task"],
+            row["encoding"],
+            row["seed"],
+            corpus_sha256=config.get("corpus_sha256"),
+            steps=config["train"]["steps"],
+            train_length=config["train_length"],
+            eval_lengths=tuple(config["eval_lengths"]),
+            sliding_stride=config["sliding_stride"],
+            checkpoint_every=config["train"]["checkpoint_every"],
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+    return _flatten(json.loads(planned.canonical_json()))
+
+
+def _preset_values(row: dict) -> dict[str, object]:
+    """The overridable settings as the preset sets them for the row's task (eval lengths at the row's L)."""
+    setup = PRESETS[row["preset"]].tasks[row["task"]]
+    length = row["config"]["train_length"]
+    return {
+        "steps": setup.train.steps,
+        "train_length": setup.train_length,
+        "eval_lengths": sorted({m * length for m in setup.eval_multipliers}),
+        "sliding_stride": None,
+        "checkpoint_every": setup.train.checkpoint_every,
+    }
+
+
+def differences(row: dict) -> tuple[tuple[str, str], ...]:
+    """What sets a finished run apart from its preset's defaults, its seed aside: ``((setting, value), …)``.
+
+    The settings given to ``posenc lab run`` (``steps``, ``train_length``, …) that differ from the
+    preset's, then every other entry of the recorded config that this version would plan otherwise
+    (an older config version, a preset changed since), by its dotted place in the config. Two runs of
+    the same preset, task, encoding and corpus have the same differences exactly when their configs
+    are equal but for the seed.
+    """
+    flat = _flatten(row["config"])
+    planned = _planned(row)
+    if planned is None:  # nothing to compare with: the whole config (but the seed) is the difference
+        rest = json.dumps({k: v for k, v in flat.items() if k != "seed"}, sort_keys=True)
+        return (
+            ("config", f"{hashlib.sha256(rest.encode()).hexdigest()[:12]} (not planned by this version)"),
+        )
+    preset = _preset_values(row)
+    items = [(name, _show(flat.get(place))) for name, place in OVERRIDES if flat.get(place) != preset[name]]
+    for place in sorted((flat.keys() | planned.keys()) - {"seed"}):
+        if flat.get(place, _ABSENT) != planned.get(place, _ABSENT):
+            items.append((place, _show(flat.get(place, _ABSENT))))
+    return tuple(items)
+
+
+def configurations(rows: list[dict]) -> list[tuple[tuple[tuple[str, str], ...], list[dict]]]:
+    """A preset's finished runs grouped by configuration, in the order first recorded.
+
+    A configuration is everything in a run's config but the seed (and the task and encoding, which
+    are the tables' rows and columns), named by its :func:`differences`; language-modelling runs on a
+    corpus other than the one most of them used also name it. Only runs of one configuration are
+    aggregated over seeds.
+    """
+    done = [row for row in rows if row["status"] == "done"]
+    corpora = Counter(
+        row["config"].get("corpus_sha256") for row in done if row["config"].get("corpus_sha256")
+    )
+    usual = corpora.most_common(1)[0][0] if corpora else None
+    groups: dict[tuple, list[dict]] = {}
+    for row in done:
+        key = differences(row)
+        corpus = row["config"].get("corpus_sha256")
+        if corpus and corpus != usual:
+            key += (("corpus", f"{corpus[:16]}…"),)
+        groups.setdefault(key, []).append(row)
+    return list(groups.items())
+
+
+def configuration_label(settings: tuple[tuple[str, str], ...]) -> str:
+    """``steps=2500, train_length=8``, or ``preset defaults``."""
+    return ", ".join(f"{name}={value}" for name, value in settings) if settings else "preset defaults"
+
+
 def _eval_at(row: dict, multiple: int) -> dict | None:
     length = row["config"]["train_length"] * multiple
     return row["metrics"]["eval"].get(str(length))
@@ -178,11 +300,10 @@ def _relative_cell(claim: str | None, runs: list[dict]) -> str:
     return f"{measured} {AGREE if verdicts == [claim.lower()] else DISAGREE}"
 
 
-def _exact_cell(runs: list[dict], multiple: int = 2, metric: str = "exact_match") -> str:
-    """A proportion over seeds at ``multiple``·L: mean and 95% interval clipped to [0, 1]."""
+def _proportion_cell(entries: list[dict | None], metric: str) -> str:
+    """A proportion over seeds: mean and 95% interval clipped to [0, 1] ("—" when none measured it)."""
     values = []
-    for row in runs:
-        entry = _eval_at(row, multiple)
+    for entry in entries:
         if entry is None:
             continue
         if entry["status"] != "ok":
@@ -192,6 +313,11 @@ def _exact_cell(runs: list[dict], multiple: int = 2, metric: str = "exact_match"
         return "—"
     mean, low, high = interval(values)
     return _fmt((mean, max(0.0, low), min(1.0, high)), 2)
+
+
+def _exact_cell(runs: list[dict], multiple: int = 2, metric: str = "exact_match") -> str:
+    """A proportion over seeds at ``multiple``·L."""
+    return _proportion_cell([_eval_at(row, multiple) for row in runs], metric)
 
 
 def _encodings(rows: list[dict]) -> list[str]:
@@ -269,33 +395,35 @@ def lm_table(rows: list[dict]) -> str | None:
 
 
 def algorithmic_table(rows: list[dict]) -> str | None:
-    """Exact match per task and evaluation length, and seconds per step."""
+    """Exact match per task and evaluation length (every length evaluated), and seconds per step."""
     tasks = [t for t in ("copy", "reverse", "addition") if _by(rows, t)]
     if not tasks:
         return None
-    multiples = sorted(
-        {
-            int(k) // row["config"]["train_length"]
-            for t in tasks
-            for runs in _by(rows, t).values()
-            for row in runs
-            for k in row["metrics"]["eval"]
-        }
-    )
-    first = next(iter(_by(rows, tasks[0]).values()))[0]["config"]
-    parts = [f"L = {first['train_length']} symbols; mean [95% CI] over seeds."]
+    columns, train_lengths = [], {}  # (task, n, label) per column; L per task
+    for t in tasks:
+        runs = [row for group in _by(rows, t).values() for row in group]
+        length_l = train_lengths[t] = runs[0]["config"]["train_length"]
+        for n in sorted({int(k) for row in runs for k in row["metrics"]["eval"]}):
+            columns.append((t, n, f"{t} at {n}" + (f" ({n // length_l}L)" if n % length_l == 0 else "")))
+    if len(set(train_lengths.values())) == 1:
+        lengths = f"L = {train_lengths[tasks[0]]} symbols"
+    else:
+        lengths = "L = " + ", ".join(f"{length} symbols ({t})" for t, length in train_lengths.items())
+    parts = [f"{lengths}; mean [95% CI] over seeds."]
     for metric, title in (("exact_match", "exact match"), ("token_accuracy", "answer-token accuracy")):
-        header = ["Encoding", *(f"{t} at {m}L" for t in tasks for m in multiples)]
+        header = ["Encoding", *(label for _, _, label in columns)]
         if metric == "exact_match":
             header.append("s/step")
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for name in _encodings(rows):
-            cells, seconds = [f"`{name}`"], []
-            for t in tasks:
+            cells = [f"`{name}`"]
+            for t, n, _ in columns:
                 runs = _by(rows, t).get(name, [])
-                seconds += [r["timings"]["seconds_per_step"] for r in runs]
-                cells += [_exact_cell(runs, m, metric) for m in multiples]
+                cells.append(_proportion_cell([row["metrics"]["eval"].get(str(n)) for row in runs], metric))
             if metric == "exact_match":
+                seconds = [
+                    r["timings"]["seconds_per_step"] for t in tasks for r in _by(rows, t).get(name, [])
+                ]
                 cells.append(f"{statistics.fmean(seconds) * 1000:.1f} ms" if seconds else "—")
             lines.append("| " + " | ".join(cells) + " |")
         parts.append(f"{title.capitalize()}:\n\n" + "\n".join(lines))
@@ -336,32 +464,57 @@ def _settings(rows: list[dict]) -> str:
         lines.append(
             f"- python {versions['python']}, torch {versions['torch']}, posenc {versions['posenc']}, {versions['device']}"
         )
-    skipped = {(row["encoding"], row["reason"]) for row in rows if row["status"] == "not applicable"}
-    lines += [f"- `{name}` not run: {reason}" for name, reason in sorted(skipped)]
     return "\n".join(lines)
 
 
-def preset_markdown(preset: str, rows: list[dict]) -> str:
-    """The report of one preset's runs."""
+def _not_run(rows: list[dict]) -> str:
+    skipped = {(row["encoding"], row["reason"]) for row in rows if row["status"] == "not applicable"}
+    return "\n".join(f"- `{name}` not run: {reason}" for name, reason in sorted(skipped))
+
+
+LEGEND = (
+    "✓ agrees, ✗ disagrees, ~ the 95% interval spans the claimed grade and another. Grades of "
+    "r = bpb(4L)/bpb(L): Excellent r ≤ 1.00, Good ≤ 1.05, Moderate ≤ 1.50, Poor above (or cannot run)."
+)
+
+
+def configuration_markdown(settings: tuple[tuple[str, str], ...], rows: list[dict]) -> str:
+    """The tables of one configuration's runs, under a heading naming what sets it apart."""
     parts = [
-        f"### Preset `{preset}`",
+        f"#### Configuration: {configuration_label(settings)}",
         _settings(rows),
-        "#### Seed 004's table, measured",
+        "##### Seed 004's table, measured",
         comparison_table(rows),
-        "✓ agrees, ✗ disagrees, ~ the 95% interval spans the claimed grade and another. Grades of "
-        "r = bpb(4L)/bpb(L): Excellent r ≤ 1.00, Good ≤ 1.05, Moderate ≤ 1.50, Poor above (or cannot run).",
+        LEGEND,
     ]
     lm = lm_table(rows)
     if lm:
-        parts += ["#### Language modelling: bits per byte", lm]
+        parts += ["##### Language modelling: bits per byte", lm]
     algorithmic = algorithmic_table(rows)
     if algorithmic:
-        parts += ["#### Algorithmic tasks", algorithmic]
+        parts += ["##### Algorithmic tasks", algorithmic]
+    return "\n\n".join(parts)
+
+
+def preset_markdown(preset: str, rows: list[dict]) -> str:
+    """The report of one preset's runs: one set of tables per configuration."""
+    groups = configurations(rows)
+    parts = [f"### Preset `{preset}`"]
+    if len(groups) > 1:
+        parts.append(
+            f"{len(groups)} configurations of this preset are recorded; each has its own tables, and "
+            "seeds are aggregated within a configuration only."
+        )
+    not_run = _not_run(rows)
+    if not_run:
+        parts.append(not_run)
+    parts += [configuration_markdown(settings, runs) for settings, runs in groups]
     return "\n\n".join(parts)
 
 
 def comparison_markdown(db_path: str | Path, preset: str | None = None) -> str | None:
-    """The measured comparison table(s) as Markdown, one section per preset; None without records."""
+    """The measured tables as Markdown, one section per preset and one set of tables per configuration
+    in it; None without records."""
     grouped = load(db_path, preset)
     if not any(row["status"] == "done" for rows in grouped.values() for row in rows):
         return None
@@ -414,21 +567,27 @@ def bits_per_position_figure(
 ) -> Figure | None:
     """Bits per byte against position (longest length each encoding runs at), or None without lm runs.
 
-    With several presets recorded, the one with the most language-modelling runs is drawn.
+    One configuration is drawn (seeds are averaged within a configuration only): with several
+    recorded, the one with the most language-modelling runs, first recorded among equals.
     """
     from posenc.plots.lab import bits_per_position
 
-    grouped = load(db_path, preset)
-    candidates = [(len(_by(rows, "lm")), name) for name, rows in grouped.items() if _by(rows, "lm")]
+    candidates = [
+        (sum(len(runs) for runs in _by(rows, "lm").values()), name, settings, rows)
+        for name, preset_rows in load(db_path, preset).items()
+        for settings, rows in configurations(preset_rows)
+    ]
+    candidates = [candidate for candidate in candidates if candidate[0]]
     if not candidates:
         return None
-    chosen = max(candidates)[1]
-    curves, length_l = _curves(grouped[chosen], bins)
-    seeds = len({row["seed"] for row in grouped[chosen] if row["status"] == "done" and row["task"] == "lm"})
+    _, chosen, settings, rows = max(candidates, key=lambda candidate: candidate[0])
+    curves, length_l = _curves(rows, bins)
+    seeds = len({row["seed"] for row in rows if row["task"] == "lm"})
     return bits_per_position(
         curves,
         train_length=length_l,
-        title=f"Bits per byte against position, preset {chosen}: mean and 95% interval over {seeds} seed(s)",
+        title=f"Bits per byte against position, preset {chosen} ({configuration_label(settings)}): "
+        f"mean and 95% interval over {seeds} seed(s)",
     )
 
 
