@@ -26,6 +26,14 @@ def lab_subprocess(*argv: str, timeout: float = 240) -> subprocess.CompletedProc
     return subprocess.run(lab_command(*argv), capture_output=True, text=True, timeout=timeout)
 
 
+def exit_code(*argv: str) -> int:
+    """The exit code of ``posenc lab ARGV`` in this process, whether argparse exits or ``main`` returns."""
+    try:
+        return lab(*argv)
+    except SystemExit as error:
+        return error.code
+
+
 #: A corpus fingerprint for records written without reading the corpus.
 FAKE_CORPUS = {
     "files": 10,

@@ -8,11 +8,11 @@ import sqlite3
 import pytest
 
 from posenc.encodings import available
-from posenc.lab.presets import PRESETS, check_eval_lengths
+from posenc.lab.presets import MAX_SEED, PRESETS, check_eval_lengths
 from posenc.lab.records import SCHEMA_VERSION, Records
 from posenc.lab.sweep import plan
 from posenc.lab.tasks import TASKS
-from tests.lab.helpers import lab
+from tests.lab.helpers import exit_code, lab
 
 
 def test_unknown_task_lists_the_valid_ones():
@@ -91,3 +91,66 @@ def test_foreign_sqlite_and_non_database_files_are_refused(tmp_path):
     with pytest.raises(ValueError, match="left unchanged"):
         Records(garbage)
     assert garbage.read_bytes() == b"this is not sqlite at all" * 100
+
+
+RUN = ("run", "--preset", "smoke", "--task", "copy", "--encodings", "rope", "--threads", "1", "--no-progress")
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "named"),
+    [
+        ("--steps", "0", "got 0"),
+        ("--steps", "-3", "got -3"),
+        ("--train-length", "0", "got 0"),
+        ("--train-length", "-3", "got -3"),
+        ("--checkpoint-every", "0", "got 0"),
+        ("--checkpoint-every", "-3", "got -3"),
+        ("--sliding-stride", "0", "got 0"),
+        ("--threads", "0", "got 0"),
+        ("--eval-lengths", "0,16", "got 0"),
+        ("--seeds", "-1", "got -1"),
+        ("--seeds", str(MAX_SEED + 1), f"got {MAX_SEED + 1}"),
+        ("--seeds", "0,1,0", "seed 0 is given twice"),
+    ],
+)
+def test_refuses_numbers_out_of_range_and_records_nothing(option, value, named, tmp_path, capsys):
+    db = tmp_path / "r.sqlite"
+    assert exit_code(*RUN, "--db", str(db), option, value) == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}: " in err and named in err, err
+    assert not db.exists()
+
+
+def test_refused_numbers_leave_an_existing_database_unchanged(tmp_path, capsys):
+    db = tmp_path / "r.sqlite"
+    Records(db).close()
+    before = db.read_bytes()
+    for option in ("--steps", "--train-length", "--checkpoint-every"):
+        assert exit_code(*RUN, "--db", str(db), option, "0") == 2
+    assert "--checkpoint-every: must be at least 1, got 0" in capsys.readouterr().err
+    assert db.read_bytes() == before
+    with Records(db, readonly=True) as records:
+        assert records.rows() == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"steps": 0}, "steps must be at least 1, got 0"),
+        ({"train_length": -3}, "train_length must be at least 1, got -3"),
+        ({"checkpoint_every": 0}, "checkpoint_every must be at least 1, got 0"),
+        ({"seeds": [-1]}, f"seed must be between 0 and {MAX_SEED}, got -1"),
+        ({"seeds": [2, 2]}, "seed 2 is given twice"),
+    ],
+)
+def test_plan_refuses_numbers_out_of_range(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        plan("smoke", tasks="copy", encodings="rope", **overrides)
+
+
+def test_lengths_the_corpus_cannot_supply_are_refused_before_training():
+    with pytest.raises(ValueError, match=r"eval_lengths=\[16, 10000000\] need 10000000 validation bytes"):
+        plan("smoke", tasks="lm", encodings="rope", eval_lengths=(16, 10**7))
+    with pytest.raises(ValueError, match="train_length=1000000000 does not fit the corpus"):
+        plan("smoke", tasks="lm", encodings="rope", train_length=10**9, eval_lengths=(10**9,))
+

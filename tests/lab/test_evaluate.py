@@ -63,3 +63,10 @@ def test_learned_table_is_reported_not_clamped_nor_crashed(tmp_path):
     config = run_config(PRESETS["smoke"], "copy", "learned", 0)
     metrics = evaluate(build_model(config, copy).eval(), copy, config)
     assert [metrics[str(n)]["status"] for n in config.eval_lengths] == ["ok", CANNOT_RUN, CANNOT_RUN]
+
+
+def test_lengths_that_do_not_divide_each_other_read_the_same_bytes(tmp_path):
+    task = LanguageModelling(_corpus(tmp_path))
+    config = run_config(PRESETS["smoke"], "lm", "rope", 0, corpus_sha256="x", eval_lengths=(16, 20, 24))
+    metrics = evaluate(build_model(config, task).eval(), task, config)
+    assert {metrics[str(n)]["windows"] * n for n in config.eval_lengths} == {config.eval_size}

@@ -14,14 +14,44 @@ from pathlib import Path
 from posenc.lab.records import DEFAULT_DB
 
 
-def _ints(text: str) -> list[int]:
+def _integer(text: str) -> int:
     try:
-        values = [int(part) for part in text.split(",") if part.strip()]
+        return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def _at_least_one(text: str) -> int:
+    """An integer ≥ 1 (steps, lengths, intervals, threads): 0 or less would record untrained runs or
+    divide by zero."""
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _ints(text: str) -> list[int]:
+    values = [_integer(part.strip()) for part in text.split(",") if part.strip()]
     if not values:
         raise argparse.ArgumentTypeError(f"expected at least one integer, got {text!r}")
     return values
+
+
+def _lengths(text: str) -> list[int]:
+    values = _ints(text)
+    for value in values:
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"lengths must be at least 1, got {value}")
+    return values
+
+
+def _seeds(text: str) -> list[int]:
+    from posenc.lab.presets import check_seeds
+
+    try:
+        return check_seeds(_ints(text))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +75,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--encodings", default=None, help="comma-separated encodings (default every registered one)"
     )
-    run.add_argument("--seeds", type=_ints, default=None, help="comma-separated seeds (default the preset's)")
+    run.add_argument(
+        "--seeds", type=_seeds, default=None, help="comma-separated seeds (default the preset's)"
+    )
     run.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"sqlite records (default {DEFAULT_DB})")
     run.add_argument(
         "--workdir",
@@ -55,19 +87,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="checkpoint directory (default: 'checkpoints' next to the database)",
     )
-    run.add_argument("--steps", type=int, default=None, help="override the preset's training steps")
-    run.add_argument("--train-length", type=int, default=None, help="override the training length L")
+    run.add_argument("--steps", type=_at_least_one, default=None, help="override the preset's training steps")
     run.add_argument(
-        "--eval-lengths", type=_ints, default=None, help="comma-separated evaluation lengths (each ≥ L)"
+        "--train-length", type=_at_least_one, default=None, help="override the training length L"
     )
     run.add_argument(
-        "--sliding-stride", type=int, default=None, help="lm: also evaluate sliding windows with this stride"
+        "--eval-lengths", type=_lengths, default=None, help="comma-separated evaluation lengths (each ≥ L)"
     )
-    run.add_argument("--checkpoint-every", type=int, default=None, help="override steps between checkpoints")
+    run.add_argument(
+        "--sliding-stride",
+        type=_at_least_one,
+        default=None,
+        help="lm: also evaluate sliding windows with this stride",
+    )
+    run.add_argument(
+        "--checkpoint-every", type=_at_least_one, default=None, help="override steps between checkpoints"
+    )
     run.add_argument("--parallel", choices=MODES, default="spread", help="under torchrun: spread runs or ddp")
     run.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
     run.add_argument(
-        "--threads", type=int, default=None, help="torch threads per process (default cores/ranks)"
+        "--threads", type=_at_least_one, default=None, help="torch threads per process (default cores/ranks)"
     )
     run.add_argument(
         "--progress",

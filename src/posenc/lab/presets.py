@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field, replace
 
 from posenc.encodings import available, encoding_class
@@ -17,6 +18,9 @@ from posenc.lab.tasks import TASKS, check_task
 
 #: Version of the run config's layout; part of every hash, so a change never reuses old results.
 CONFIG_VERSION = 1
+#: Largest seed a run accepts: seeds feed torch's generators (which wrap negative seeds onto large
+#: ones) and are stored as sqlite integers, so they are kept to 0 … 2³² − 1.
+MAX_SEED = 2**32 - 1
 #: Registered encodings the lab does not train, and why (recorded in the database as such).
 NOT_APPLICABLE = {
     "swin": "Swin's bias is a 2-D window table over the Wh×Ww tokens of an image window (49 positions "
@@ -210,8 +214,37 @@ def backends(encoding: str) -> tuple[str, str]:
     return training, "sdpa"
 
 
+def check_at_least_one(name: str, value: int) -> int:
+    """``value`` if it is an integer ≥ 1; a TypeError or a ValueError naming ``name`` otherwise.
+
+    Steps, lengths and intervals below 1 would record untrained runs or divide by zero.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, got {value}")
+    return value
+
+
+def check_seeds(seeds: list[int] | tuple[int, ...]) -> list[int]:
+    """``seeds`` if each is an integer in 0 … MAX_SEED and none repeats; an error naming the seed otherwise."""
+    seen = set()
+    for seed in seeds:
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"seed must be an integer, got {seed!r}")
+        if not 0 <= seed <= MAX_SEED:
+            raise ValueError(f"seed must be between 0 and {MAX_SEED}, got {seed}")
+        if seed in seen:
+            raise ValueError(f"seeds must be distinct; seed {seed} is given twice")
+        seen.add(seed)
+    if not seen:
+        raise ValueError("seeds must name at least one seed")
+    return list(seeds)
+
+
 def check_eval_lengths(train_length: int, eval_lengths: tuple[int, ...]) -> tuple[int, ...]:
     """Evaluation lengths, each at least the training length; a ValueError otherwise."""
+    check_at_least_one("train_length", train_length)
     if not eval_lengths:
         raise ValueError("eval_lengths must name at least one length")
     for length in eval_lengths:
@@ -236,10 +269,24 @@ def run_config(
     sliding_stride: int | None = None,
     checkpoint_every: int | None = None,
 ) -> RunConfig:
-    """The config of one run of ``preset``, with optional overrides of the budget and lengths."""
+    """The config of one run of ``preset``, with optional overrides of the budget and lengths.
+
+    Raises:
+        ValueError: ``steps``, ``train_length`` or ``checkpoint_every`` below 1, a seed outside
+            0 … MAX_SEED, an evaluation length below the training length, a sliding stride outside
+            1 … L.
+    """
     from posenc.lab.tasks import make_task_shape
 
     setup = preset.tasks[check_task(task)]
+    check_seeds([seed])
+    for name, value in (
+        ("steps", steps),
+        ("train_length", train_length),
+        ("checkpoint_every", checkpoint_every),
+    ):
+        if value is not None:
+            check_at_least_one(name, value)
     length = setup.train_length if train_length is None else train_length
     lengths = tuple(m * length for m in setup.eval_multipliers) if eval_lengths is None else eval_lengths
     lengths = check_eval_lengths(length, lengths)
@@ -249,8 +296,9 @@ def run_config(
     if checkpoint_every is not None:
         train = replace(train, checkpoint_every=checkpoint_every)
     eval_size = setup.eval_size
-    if task == "lm" and eval_size % max(lengths):
-        eval_size = max(lengths) * max(1, eval_size // max(lengths))  # whole windows at every length
+    if task == "lm":  # whole windows at every length, so that every length reads the same bytes
+        window = math.lcm(*lengths)
+        eval_size = window * max(1, eval_size // window)
     if sliding_stride is not None and not 1 <= sliding_stride <= length:
         raise ValueError(
             f"sliding_stride must be between 1 and the training length {length}, got {sliding_stride}"
@@ -274,6 +322,7 @@ def run_config(
 
 
 __all__ = [
+    "MAX_SEED",
     "NOT_APPLICABLE",
     "PRESETS",
     "TASKS",
@@ -282,9 +331,11 @@ __all__ = [
     "RunConfig",
     "TaskSetup",
     "TrainConfig",
+    "check_at_least_one",
     "check_encodings",
     "check_eval_lengths",
     "check_preset",
+    "check_seeds",
     "lab_encodings",
     "run_config",
 ]

@@ -1,7 +1,8 @@
 """A sweep: every (task, encoding, seed) of a preset, planned, checked, then run and recorded.
 
-Everything that can be wrong with the request (unknown names, evaluation lengths shorter than
-training, an unwritable or incompatible database) is found while planning, before any training.
+Everything that can be wrong with the request is found before any training: unknown names, numbers
+out of range and evaluation lengths shorter than training or longer than the corpus supplies while
+planning (before the database is even created), then an unwritable or incompatible database.
 Runs already in the records are skipped; a run with a checkpoint in the work directory resumes
 from it; a finished run's checkpoint is deleted once its record is committed.
 """
@@ -22,7 +23,15 @@ import posenc
 from posenc.lab import presets as lab_presets
 from posenc.lab.distributed import Context
 from posenc.lab.evaluate import evaluate
-from posenc.lab.presets import NOT_APPLICABLE, Preset, RunConfig, check_encodings, check_preset, run_config
+from posenc.lab.presets import (
+    NOT_APPLICABLE,
+    Preset,
+    RunConfig,
+    check_encodings,
+    check_preset,
+    check_seeds,
+    run_config,
+)
 from posenc.lab.progress import SweepProgress
 from posenc.lab.properties import count_fixed, count_parameters, parameters_at, relative_position
 from posenc.lab.records import Records
@@ -59,11 +68,11 @@ def plan(
     sliding_stride: int | None = None,
     checkpoint_every: int | None = None,
 ) -> Plan:
-    """The sweep's run configs; every bad name or length raises a ValueError here, before training."""
+    """The sweep's run configs; every bad name, number or length raises a ValueError here, before training."""
     chosen = check_preset(preset)
     task_names = [check_task(t) for t in _names(tasks, list(chosen.tasks))]
     encoding_names = check_encodings(_names(encodings, lab_presets.lab_encodings() + sorted(NOT_APPLICABLE)))
-    seeds = list(chosen.seeds if seeds is None else seeds)
+    seeds = check_seeds(list(chosen.seeds if seeds is None else seeds))
     corpus = make_task("lm").fingerprint() if "lm" in task_names else None
     runs = []
     for task in task_names:
@@ -85,8 +94,25 @@ def plan(
                         checkpoint_every=checkpoint_every,
                     )
                 )
+    for config in runs:
+        if config.task == "lm":
+            _check_fits_corpus(config, corpus)
     skipped = {name: NOT_APPLICABLE[name] for name in encoding_names if name in NOT_APPLICABLE}
     return Plan(chosen, runs, skipped, corpus)
+
+
+def _check_fits_corpus(config: RunConfig, corpus: dict) -> None:
+    """Refuse now, not after training, lengths the corpus cannot supply."""
+    train_bytes = corpus["bytes"] - corpus["validation_bytes"]
+    if config.train_length >= train_bytes:
+        raise ValueError(
+            f"train_length={config.train_length} does not fit the corpus's {train_bytes} training bytes"
+        )
+    if config.eval_size > corpus["validation_bytes"]:
+        raise ValueError(
+            f"eval_lengths={list(config.eval_lengths)} need {config.eval_size} validation bytes (whole "
+            f"windows of every length over the same bytes); the corpus has {corpus['validation_bytes']}"
+        )
 
 
 def versions(context: Context) -> dict:
