@@ -154,3 +154,42 @@ def test_lengths_the_corpus_cannot_supply_are_refused_before_training():
     with pytest.raises(ValueError, match="train_length=1000000000 does not fit the corpus"):
         plan("smoke", tasks="lm", encodings="rope", train_length=10**9, eval_lengths=(10**9,))
 
+
+def _meta_without_runs(path) -> None:
+    connection = sqlite3.connect(path)
+    with connection:
+        connection.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        connection.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+    connection.close()
+
+
+def test_database_with_meta_but_no_runs_table_is_refused_and_left_unchanged(tmp_path, capsys):
+    db = tmp_path / "r.sqlite"
+    _meta_without_runs(db)
+    before = db.read_bytes()
+    for readonly in (False, True):
+        with pytest.raises(ValueError, match="has no runs table.*left unchanged"):
+            Records(db, readonly=readonly)
+    assert exit_code(*RUN, "--steps", "1", "--db", str(db)) == 2
+    assert exit_code("report", "--db", str(db), "--out", str(tmp_path / "report")) == 2
+    run_err, report_err = capsys.readouterr().err.strip().splitlines()
+    assert run_err.startswith("posenc lab run: error:") and report_err.startswith("posenc lab report: error:")
+    assert all(str(db) in err and "has no runs table" in err for err in (run_err, report_err))
+    assert db.read_bytes() == before
+    assert not (tmp_path / "report").exists() and not (tmp_path / "checkpoints").exists()
+
+
+def test_runs_table_with_other_columns_is_refused_and_left_unchanged(tmp_path):
+    db = tmp_path / "r.sqlite"
+    _meta_without_runs(db)
+    connection = sqlite3.connect(db)
+    with connection:
+        connection.execute("CREATE TABLE runs (config_hash TEXT PRIMARY KEY, metrics TEXT)")
+    connection.close()
+    before = db.read_bytes()
+    with pytest.raises(
+        ValueError, match="runs table with columns config_hash, metrics, not config_hash, preset"
+    ):
+        Records(db)
+    assert exit_code(*RUN, "--steps", "1", "--db", str(db)) == 2
+    assert db.read_bytes() == before

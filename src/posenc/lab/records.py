@@ -3,7 +3,8 @@
 Each run is one row keyed by its config hash: config, encoding, seed, metrics, timings, versions and
 corpus fingerprint, written in a single transaction, so a run is either recorded whole or not at
 all and can never be recorded twice. A ``meta`` table holds the schema version; a database of
-another version (or one that is not a lab database) is refused with a message, never modified.
+another version, one that is not a lab database, or one that lacks a table or column of this
+version is refused with a message, never modified.
 Writability is checked when the database is opened, before any training starts.
 """
 
@@ -39,6 +40,25 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 """
 _COLUMNS = ("config", "metrics", "timings", "versions", "corpus")
+#: Columns of each table, in order (runs are written by position).
+_TABLES = {
+    "meta": ("key", "value"),
+    "runs": (
+        "config_hash",
+        "preset",
+        "task",
+        "encoding",
+        "seed",
+        "status",
+        "reason",
+        "config",
+        "metrics",
+        "timings",
+        "versions",
+        "corpus",
+        "recorded_at",
+    ),
+}
 
 
 def _refuse(path: Path, why: str) -> ValueError:
@@ -122,6 +142,21 @@ class Records:
                 self.path,
                 f"has schema version {version}, and this posenc reads version {SCHEMA_VERSION} only",
             )
+        self._check_tables(tables)
+
+    def _check_tables(self, tables: set[str]) -> None:
+        """Refuse a database whose tables are not those of this schema (before any write fails on them)."""
+        for table, columns in _TABLES.items():
+            if table not in tables:
+                raise _refuse(
+                    self.path, f"has no {table} table (a lab database holds {' and '.join(_TABLES)})"
+                )
+            found = tuple(row[1] for row in self._connection.execute(f"PRAGMA table_info({table})"))
+            if found != columns:
+                raise _refuse(
+                    self.path,
+                    f"has a {table} table with columns {', '.join(found)}, not {', '.join(columns)}",
+                )
 
     def _transaction(self):
         connection = self._connection
