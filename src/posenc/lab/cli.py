@@ -203,11 +203,24 @@ def _presets(args: argparse.Namespace) -> int:
     return 0
 
 
+def _interrupted(args: argparse.Namespace) -> str:
+    if args.lab_command == "run":
+        return (
+            f"posenc lab run: interrupted; finished runs are recorded in {args.db}; re-run the same "
+            "command to resume (a run in progress continues from its last checkpoint)"
+        )
+    return f"posenc lab {args.lab_command}: interrupted"
+
+
 def main(args: argparse.Namespace) -> int:
-    """Run the chosen lab subcommand; 0 on success, 2 on bad input (the message names it)."""
+    """Run the chosen lab subcommand; 0 on success, 2 on bad input (the message names it), 130 when
+    interrupted (Ctrl-C: one line on stderr, no traceback)."""
     handlers = {"run": _run, "report": _report, "presets": _presets}
     try:
         return handlers[args.lab_command](args)
     except (ValueError, TypeError) as error:
         print(f"posenc lab {args.lab_command}: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(_interrupted(args), file=sys.stderr)
+        return 130

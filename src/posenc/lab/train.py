@@ -104,8 +104,12 @@ def save_checkpoint(path: Path, state: dict) -> None:
     """``torch.save`` to a temporary file, then an atomic ``os.replace`` over ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    torch.save(state, temporary)
-    os.replace(temporary, path)
+    try:
+        torch.save(state, temporary)
+        os.replace(temporary, path)
+    except BaseException:  # an interrupt (Ctrl-C) while saving leaves no half-written file behind
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def load_checkpoint(path: Path, config_hash: str) -> dict | None:
