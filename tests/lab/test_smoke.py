@@ -1,79 +1,184 @@
-"""The smoke preset end to end: every task and encoding trained, recorded, skipped on re-run, reported."""
+"""The smoke preset end to end: every task and encoding trained, recorded, skipped on re-run, reported.
+
+Each check compares values read back from the records with what the run's own config says they must
+be, or the report with the records it was made from.
+"""
 
 from __future__ import annotations
 
-import time
+import hashlib
+import json
+import math
+import statistics
 
-from posenc.encodings import available
+import pytest
+
+from posenc.encodings import encoding_class
 from posenc.lab.presets import NOT_APPLICABLE, lab_encodings
 from posenc.lab.records import Records
-from posenc.lab.report import bits_per_position_figure, comparison_markdown, write_report
+from posenc.lab.report import bits_per_position_figure, comparison_markdown, grade, write_report
+from posenc.lab.tasks import TASKS, make_task_shape
 from tests.lab.helpers import lab
 
+#: log2 of the byte vocabulary (256 bytes and BOS): bits per byte of uniform predictions.
+UNIFORM_BPB = math.log2(257)
 
-def test_smoke_preset_records_every_task_and_encoding(smoke_db):
+
+def _done(db) -> list[dict]:
+    with Records(db, readonly=True) as records:
+        return records.rows(status="done")
+
+
+def _table_rows(markdown: str, first_header: str) -> dict[str, list[str]]:
+    """The rows of the first Markdown table whose header starts with ``first_header``, by encoding."""
+    lines = markdown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
+    rows = {}
+    for line in lines[start + 2 :]:
+        if not line.startswith("| "):
+            break
+        cells = [cell.strip() for cell in line.strip("| ").split(" | ")]
+        rows[cells[0].split("`")[1]] = cells[1:]
+    return rows
+
+
+def test_every_task_and_encoding_is_recorded_once_and_not_applicable_ones_with_their_reason(smoke_db):
     with Records(smoke_db, readonly=True) as records:
-        done = records.rows(status="done")
-        skipped = records.rows(status="not applicable")
-    assert {(r["task"], r["encoding"]) for r in done} == {
-        (task, encoding) for task in ("lm", "copy", "reverse", "addition") for encoding in lab_encodings()
-    }
-    assert set(lab_encodings()) | set(NOT_APPLICABLE) == set(available())
-    assert {r["encoding"] for r in skipped} == set(NOT_APPLICABLE)
-    assert all(r["reason"] for r in skipped)
-    for row in done:
-        assert row["timings"]["seconds_per_step"] > 0
-        assert row["versions"]["torch"] and row["versions"]["python"] and row["versions"]["posenc"]
-        assert len(row["config_hash"]) == 64
-        assert (row["corpus"] is not None) == (row["task"] == "lm")
-
-
-def test_rerun_skips_finished_runs(smoke_db, capsys):
-    started = time.perf_counter()
-    assert lab("run", "--preset", "smoke", "--db", str(smoke_db), "--threads", "1", "--no-progress") == 0
-    assert "0 run(s) trained" in capsys.readouterr().out
-    with Records(smoke_db, readonly=True) as records:
-        rows = records.rows()
-    assert len(rows) == len({r["config_hash"] for r in rows})
-    assert time.perf_counter() - started < 20
-
-
-def test_learned_is_reported_as_cannot_run_past_l(smoke_db):
-    with Records(smoke_db, readonly=True) as records:
-        learned = [r for r in records.rows(status="done") if r["encoding"] == "learned"]
-    for row in learned:
-        limit = row["config"]["train_length"]
-        for length, entry in row["metrics"]["eval"].items():
-            expected = "ok" if int(length) <= limit else "cannot run past L"
-            assert entry["status"] == expected, (row["task"], length)
-
-
-def test_t5_bucket_settings_are_recorded(smoke_db):
-    with Records(smoke_db, readonly=True) as records:
-        t5 = [r for r in records.rows(status="done") if r["encoding"] == "t5"]
-    assert t5 and all({"num_buckets", "max_distance"} <= set(r["config"]["encoding_kwargs"]) for r in t5)
-
-
-def test_bias_encodings_train_through_flex(smoke_db):
-    with Records(smoke_db, readonly=True) as records:
-        rows = records.rows(status="done")
-    for row in rows:
-        expected = "flex" if row["encoding"] in ("alibi", "t5") else "sdpa"
-        assert row["config"]["train_backend"] == expected
-        assert row["timings"]["train_backend"] == expected
-
-
-def test_report_writes_the_table_and_the_plot(smoke_db, tmp_path, capsys):
-    markdown = comparison_markdown(smoke_db)
-    assert markdown is not None
-    for claim in ("Moderate", "Excellent", "L × d", "O(L)", "h slopes", "cannot run past L"):
-        assert claim in markdown
-    assert bits_per_position_figure(smoke_db) is not None
-    assert (
-        write_report(smoke_db, tmp_path)
-        == markdown + "\n![bits per byte against position](lab_bits_per_position.png)\n"
+        done, skipped = records.rows(status="done"), records.rows(status="not applicable")
+    assert sorted((r["task"], r["encoding"]) for r in done) == sorted(
+        (task, encoding) for task in TASKS for encoding in lab_encodings()
     )
+    assert sorted((r["task"], r["encoding"]) for r in skipped) == sorted(
+        (task, encoding) for task in TASKS for encoding in NOT_APPLICABLE
+    )
+    assert all(r["reason"] == NOT_APPLICABLE[r["encoding"]] for r in skipped)
+
+
+def test_each_record_is_keyed_by_the_hash_of_its_own_config(smoke_db):
+    for row in _done(smoke_db):
+        canonical = json.dumps(row["config"], sort_keys=True, separators=(",", ":"))
+        assert row["config_hash"] == hashlib.sha256(canonical.encode()).hexdigest()
+        assert (row["task"], row["encoding"], row["seed"]) == tuple(
+            row["config"][key] for key in ("task", "encoding", "seed")
+        )
+        assert (row["corpus"] is not None) == (row["task"] == "lm")
+        if row["corpus"] is not None:
+            assert row["corpus"]["sha256"] == row["config"]["corpus_sha256"]
+
+
+def test_every_run_trained_its_steps_and_its_loss_fell(smoke_db):
+    for row in _done(smoke_db):
+        train, losses = row["config"]["train"], row["metrics"]["train_loss"]
+        logged = [
+            s for s in range(1, train["steps"] + 1) if s % train["log_every"] == 0 or s == train["steps"]
+        ]
+        assert [step for step, _ in losses] == logged, row["config_hash"]
+        assert all(math.isfinite(loss) and loss > 0 for _, loss in losses)
+        assert losses[-1][1] < losses[0][1], (row["task"], row["encoding"], losses)
+        assert row["timings"]["steps"] == train["steps"]
+        assert 0 < row["timings"]["seconds_per_step"] < math.inf
+
+
+def test_metrics_are_finite_and_evaluated_at_the_configured_lengths(smoke_db):
+    for row in _done(smoke_db):
+        config, evaluation = row["config"], row["metrics"]["eval"]
+        assert sorted(int(n) for n in evaluation) == config["eval_lengths"]
+        for n, entry in ((int(n), entry) for n, entry in evaluation.items()):
+            if entry["status"] != "ok":
+                continue
+            if row["task"] == "lm":
+                assert entry["windows"] * n == config["eval_size"]
+                assert len(entry["curve"]) == n and all(math.isfinite(v) and v > 0 for v in entry["curve"])
+                assert entry["bpb"] == pytest.approx(statistics.fmean(entry["curve"]), rel=1e-5)
+                assert 0 < entry["bpb"] < UNIFORM_BPB  # trained: below uniform predictions
+                assert (entry["bpb_from_L"] is None) == (n == config["train_length"])
+            else:
+                assert entry["examples"] == config["eval_size"]
+                assert 0 <= entry["exact_match"] <= 1 and 0 <= entry["token_accuracy"] <= 1
+                assert math.isfinite(entry["loss"]) and entry["loss"] > 0
+
+
+def test_learned_cannot_run_exactly_where_its_table_ends(smoke_db):
+    learned = [r for r in _done(smoke_db) if r["encoding"] == "learned"]
+    assert {r["task"] for r in learned} == set(TASKS)
+    for row in learned:
+        table = row["config"]["encoding_kwargs"]["max_len"]
+        assert table == make_task_shape(row["task"], row["config"]["train_length"])
+        for n, entry in row["metrics"]["eval"].items():
+            runs = make_task_shape(row["task"], int(n)) - (0 if row["task"] == "lm" else 1) <= table
+            assert (entry["status"] == "ok") == runs, (row["task"], n)
+
+
+def test_counted_parameters_match_the_recorded_settings(smoke_db):
+    for row in _done(smoke_db):
+        model, kwargs, metrics = row["config"]["model"], row["config"]["encoding_kwargs"], row["metrics"]
+        expected = {
+            "learned": kwargs.get("max_len", 0) * model["d_model"],
+            "t5": kwargs.get("num_buckets", 0) * model["n_heads"],
+        }.get(row["encoding"], 0)
+        assert metrics["positional_parameters"] == expected, (row["task"], row["encoding"])
+        assert metrics["fixed_constants"] == (model["n_heads"] if row["encoding"] == "alibi" else 0)
+        assert metrics["model_parameters"] > metrics["positional_parameters"]
+
+
+def test_t5_far_buckets_lie_within_the_training_sequence(smoke_db):
+    t5 = [r for r in _done(smoke_db) if r["encoding"] == "t5"]
+    assert {r["task"] for r in t5} == set(TASKS)
+    for row in t5:
+        kwargs = row["config"]["encoding_kwargs"]
+        sequence = make_task_shape(row["task"], row["config"]["train_length"])
+        assert kwargs["num_buckets"] // 2 < kwargs["max_distance"] <= sequence
+
+
+def test_bias_encodings_trained_through_flex(smoke_db):
+    for row in _done(smoke_db):
+        expected = "flex" if encoding_class(row["encoding"]).kind == "bias" else "sdpa"
+        assert row["config"]["train_backend"] == row["timings"]["train_backend"] == expected
+
+
+def test_rerun_trains_nothing_and_changes_no_record(smoke_db, capsys):
+    with Records(smoke_db, readonly=True) as records:
+        before = records.rows()
+    assert lab("run", "--preset", "smoke", "--db", str(smoke_db), "--threads", "1", "--no-progress") == 0
+    planned = sum(row["status"] == "done" for row in before)
+    assert f"0 run(s) trained, {planned} already recorded, {planned} planned" in capsys.readouterr().out
+    with Records(smoke_db, readonly=True) as records:
+        assert records.rows() == before
+
+
+def test_report_tables_show_the_recorded_values(smoke_db):
+    markdown = comparison_markdown(smoke_db)
+    done = _done(smoke_db)
+    lm = {r["encoding"]: r for r in done if r["task"] == "lm"}
+    bits = _table_rows(markdown, "Encoding")  # the language-modelling table
+    comparison = _table_rows(markdown, "Method")
+    for encoding, row in lm.items():
+        evaluation, length_l = row["metrics"]["eval"], row["config"]["train_length"]
+        for column, n in enumerate(row["config"]["eval_lengths"]):
+            entry = evaluation[str(n)]
+            shown = f"{entry['bpb']:.3f}" if entry["status"] == "ok" else "cannot run past L"
+            assert bits[encoding][column] == shown, (encoding, n)
+        at_l, at_4l = evaluation[str(length_l)], evaluation[str(4 * length_l)]
+        if at_4l["status"] == "ok":
+            ratio = at_4l["bpb"] / at_l["bpb"]
+            assert comparison[encoding][3].startswith(f"{ratio:.3f} {grade(ratio)}")
+        else:
+            assert comparison[encoding][3].startswith("cannot run past L")
+    copy = {r["encoding"]: r for r in done if r["task"] == "copy"}
+    for encoding, row in copy.items():
+        entry = row["metrics"]["eval"][str(2 * row["config"]["train_length"])]
+        shown = f"{entry['exact_match']:.2f}" if entry["status"] == "ok" else "cannot run"
+        assert comparison[encoding][4] == shown
+
+
+def test_report_is_written_and_printed_as_made(smoke_db, tmp_path, capsys):
+    markdown = comparison_markdown(smoke_db)
+    with_plot = markdown + "\n![bits per byte against position](lab_bits_per_position.png)\n"
+    assert write_report(smoke_db, tmp_path) == with_plot
+    assert (tmp_path / "lab.md").read_text() == with_plot
     assert (tmp_path / "lab_bits_per_position.png").stat().st_size > 0
+    drawn = {line.get_gid() for line in bits_per_position_figure(smoke_db).axes[0].get_lines()}
+    assert drawn >= {f"encoding-{r['encoding']}" for r in _done(smoke_db) if r["task"] == "lm"}
     assert lab("report", "--db", str(smoke_db), "--out", str(tmp_path / "cli")) == 0
-    assert "Seed 004's table, measured" in capsys.readouterr().out
-    assert (tmp_path / "cli" / "lab.md").is_file()
+    assert capsys.readouterr().out == with_plot + "\n"
+    assert (tmp_path / "cli" / "lab.md").read_text() == with_plot
