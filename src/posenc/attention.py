@@ -39,7 +39,11 @@ REFERENCE_BLOCK_SCORES = 1 << 24
 
 @dataclass
 class KVCache:
-    """Keys (already rotated), values and key positions seen so far, for one attention layer."""
+    """Keys, values and key positions seen so far, for one attention layer.
+
+    Keys are stored rotated where the encoding allows it (``rotated_keys_are_cacheable``), else as
+    projected and rotated again with each call's queries (xPos).
+    """
 
     keys: torch.Tensor | None = None  # [b, h_kv, t, d]
     values: torch.Tensor | None = None  # [b, h_kv, t, d]
@@ -140,11 +144,17 @@ class MultiHeadAttention(nn.Module):
         q = self.q_proj(x).view(b, s, self.n_heads, self.d_head).transpose(1, 2)  # [b, h, s, d]
         k = self.k_proj(x).view(b, s, self.n_kv_heads, self.d_head).transpose(1, 2)  # [b, h_kv, s, d]
         v = self.v_proj(x).view(b, s, self.n_kv_heads, self.d_head).transpose(1, 2)  # [b, h_kv, s, d]
-        q, k = self.encoding.rotate(q, k, positions, positions)
-        k_positions = positions
-        if cache is not None:
+        if cache is None:
+            q, k = self.encoding.rotate(q, k, positions, positions)
+            k_positions = positions
+        elif self.encoding.rotated_keys_are_cacheable:
+            q, k = self.encoding.rotate(q, k, positions, positions)
             cache.append(k, v, positions)
             k, v, k_positions = cache.keys, cache.values, cache.positions  # [b, h_kv, t, d], [t] / [b, t]
+        else:  # the cache holds unrotated keys: every key is rotated with this call's queries
+            cache.append(k, v, positions)
+            k, v, k_positions = cache.keys, cache.values, cache.positions
+            q, k = self.encoding.rotate(q, k, positions, k_positions)
         out = self.attend(q, k, v, positions, k_positions)  # [b, h, s, d]
         return self.out_proj(out.transpose(1, 2).reshape(b, s, self.n_heads * self.d_head))
 

@@ -101,16 +101,63 @@ def test_yarn_attention_factor_scales_the_logits_by_its_square():
     )
 
 
-def test_xpos_scales_queries_up_and_keys_down():
+def test_xpos_scales_queries_and_keys_from_the_centre_of_the_queries():
     rope = RotaryEncoding(16, xpos=True)
     plain = RotaryEncoding(16)
     q, k = qk(b=1, s=5, d=16, dtype=torch.float64)
     q_x, k_x = rope.rotate(q, k)
     q_p, k_p = plain.rotate(q, k)
-    scale = xpos_scale(torch.arange(5), 16)  # [s, r/2]
+    scale = xpos_scale(torch.arange(5), 16, reference=2)  # [s, r/2]: positions 0 … 4, centre 2
     half_scale = torch.cat((scale, scale), dim=-1)  # half layout: pair k at (k, k + r/2)
     torch.testing.assert_close(q_x, q_p * half_scale, rtol=1e-14, atol=1e-15)
     torch.testing.assert_close(k_x, k_p / half_scale, rtol=1e-14, atol=1e-15)
+
+
+XPOS_FAR = 2**20  # far past where ζ^(pos/512) leaves float32 (about 36,000) and float16 (about 4,500)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+def test_xpos_logits_are_finite_and_shift_invariant_at_a_million_positions(dtype):
+    # measured from position 0 the key scale ζ^(−pos/512) overflowed: q·k was NaN from about 36,000
+    rope = RotaryEncoding(16, xpos=True)
+    q, k = qk(b=2, s=24, d=16)
+    positions = torch.arange(24)
+    near_q, near_k = rope.rotate(q.to(dtype), k.to(dtype), positions, positions)
+    far_q, far_k = rope.rotate(q.to(dtype), k.to(dtype), positions + XPOS_FAR, positions + XPOS_FAR)
+    near = (near_q.double() @ near_k.double().transpose(-1, -2)).tril()  # [b, h, i, j], causal pairs
+    far = (far_q.double() @ far_k.double().transpose(-1, -2)).tril()
+    assert far.isfinite().all()
+    exact_q, exact_k = rope.rotate(q.double(), k.double(), positions, positions)
+    exact = (exact_q @ exact_k.transpose(-1, -2)).tril()
+    tolerance = {torch.float64: 1e-12, torch.float32: 1e-5}.get(dtype, 0.06) * exact.abs().max()
+    assert (far - exact).abs().max() <= tolerance and (near - exact).abs().max() <= tolerance
+
+
+def test_xpos_kv_cache_decoding_at_a_million_positions_equals_the_full_forward():
+    from posenc.model import TransformerLM
+
+    torch.manual_seed(0)
+    model = TransformerLM(
+        32, d_model=32, n_layers=2, n_heads=2, encoding=RotaryEncoding(16, xpos=True)
+    ).eval()
+    tokens = torch.randint(0, 32, (2, 10))
+    positions = torch.arange(10) + XPOS_FAR
+    with torch.no_grad():
+        full = model(tokens, positions)
+        caches = model.new_caches()
+        steps = [model(tokens[:, :4], positions[:4], caches)]
+        steps += [model(tokens[:, i : i + 1], positions[i : i + 1], caches) for i in range(4, 10)]
+    assert full.isfinite().all()
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("dtype", "span"), [(torch.float16, 5000), (torch.float32, 40000)])
+def test_xpos_refuses_a_call_too_wide_for_the_dtype_naming_positions_and_dtype(dtype, span):
+    rope = RotaryEncoding(16, xpos=True)
+    x = torch.zeros(1, 1, span, 16, dtype=dtype)
+    positions = torch.arange(span) + 1000
+    with pytest.raises(ValueError, match=f"xPos cannot scale query positions 1000 … {span + 999} in {dtype}"):
+        rope.rotate(x, x, positions, positions)
 
 
 def test_compiles_with_fullgraph_and_does_not_recompile_when_the_length_changes():

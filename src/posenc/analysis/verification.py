@@ -242,8 +242,8 @@ def _rotary_map_residual(encoding: RotaryEncoding, length: int, offset: int) -> 
     rotated, _ = encoding.rotate(x, x[:, :, :1], positions, torch.arange(1))
     shifted, _ = encoding.rotate(x, x[:, :, :1], positions + offset, torch.arange(1))
     twice, _ = encoding.rotate(rotated, x[:, :, :1], torch.full((length,), offset), torch.arange(1))
-    scale = float(rotated[0, 0, 0].norm() / x[0, 0, 0].norm())  # the attention factor, if any
-    return float((shifted - twice / scale).abs().max() / x.abs().max())
+    # rotating twice applies the attention factor twice (xPos scales from each call's centre: once)
+    return float((shifted - twice / encoding.attention_factor).abs().max() / x.abs().max())
 
 
 def relative(encoding: PositionalEncoding, length: int) -> Property:

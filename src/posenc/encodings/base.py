@@ -77,6 +77,10 @@ class PositionalEncoding(nn.Module):
         instance's other settings (T5's ``num_buckets``, Swin's ``window``)."""
         return 0
 
+    #: Whether a key rotated once stays right for every later query, so a KV cache may hold rotated
+    #: keys. Where False, attention caches keys unrotated and rotates them with each call's queries.
+    rotated_keys_are_cacheable: bool = True
+
     @property
     def acts_in_attention(self) -> bool:
         """Whether attention's hooks (rotate, bias, score_mod) do anything for this encoding."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import torch
@@ -15,7 +16,7 @@ from posenc._validation import (
 )
 from posenc.encodings.base import PositionalEncoding, resolve_positions
 from posenc.functional.angles import MAX_POSITION, reduced_angles_unchecked, split_frequencies
-from posenc.functional.rope import LAYOUTS, apply_rope_qk, rope_cos_sin, rope_inv_freq, xpos_scale
+from posenc.functional.rope import LAYOUTS, apply_rope_qk, rope_cos_sin, rope_inv_freq, xpos_scale, xpos_zeta
 from posenc.kernels.rope_cpu import apply_rope_cpu
 
 #: Positions below this are served from a float64 cos/sin cache grown on demand; others computed.
@@ -43,7 +44,13 @@ class RotaryEncoding(PositionalEncoding):
         layout: ``"half"`` (LLaMA/GPT-NeoX in transformers) or ``"interleaved"`` (GPT-J, Meta's LLaMA).
         scaling: None or ``linear | ntk | dynamic | yarn | llama3 | longrope``.
         scaling_args: the scaling's ``rope_scaling`` keys, e.g. ``{"factor": 8.0, ...}``.
-        xpos: scale queries by ζ^(pos/xpos_scale_base) and keys by its inverse (xPos).
+        xpos: scale queries by ζ^((pos − c)/xpos_scale_base) and keys by its inverse (xPos), c the
+            centre of each call's query positions: q·k gains ζ^((m − n)/xpos_scale_base) whatever c is,
+            and the scales stay finite at any position. The scale a key gets depends on the queries it
+            meets, so attention caches such keys unrotated (``rotated_keys_are_cacheable`` is False).
+            Query positions (and keys after their centre) may span up to 2·Δ, where ζ_0^(−Δ/base) is
+            √(largest finite value) of the dtype: about 36,000 positions in float32/bfloat16, 4,500 in
+            float16; wider calls raise a ValueError naming the positions and dtype.
         xpos_scale_base: xPos's scale base (512).
     """
 
@@ -141,12 +148,48 @@ class RotaryEncoding(PositionalEncoding):
         self.cos_cached = torch.cos(angle) * self.attention_factor
         self.sin_cached = torch.sin(angle) * self.attention_factor
 
-    def _angles(self, positions: torch.Tensor, sign: float) -> tuple[torch.Tensor, torch.Tensor]:
+    @property
+    def rotated_keys_are_cacheable(self) -> bool:
+        """Whether a key rotated once stays right for every later query (False with xPos: its scale is
+        measured from the centre of the queries it meets)."""
+        return not self.xpos
+
+    def _angles(
+        self, positions: torch.Tensor, sign: float, reference: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         cos, sin = self.cos_sin(positions)  # [s, r/2] or [b, s, r/2], float64
         if self.xpos:
-            scale = xpos_scale(positions, self.rotary_dim, scale_base=self.xpos_scale_base) ** sign
-            cos, sin = cos * scale, sin * scale
+            scale = xpos_scale(
+                positions, self.rotary_dim, scale_base=self.xpos_scale_base, reference=reference
+            )  # [(b,) s, r/2]
+            cos, sin = cos * scale**sign, sin * scale**sign
         return cos, sin
+
+    def _xpos_reference(
+        self, q_positions: torch.Tensor, k_positions: torch.Tensor, dtype: torch.dtype
+    ) -> torch.Tensor | None:
+        """The centre of each row's query positions, ``[1]`` or ``[b, 1]``; None without xPos.
+
+        Raises ValueError where a query below it, or a key above it, is too far for the scale to stay
+        within √max of ``dtype``.
+        """
+        if not self.xpos:
+            return None
+        low, high = q_positions.amin(dim=-1, keepdim=True), q_positions.amax(dim=-1, keepdim=True)
+        reference = (low + high) // 2  # [1] or [b, 1], an integer: offsets stay exact
+        if torch.compiler.is_compiling():
+            return reference
+        reach = 0.5 * math.log(torch.finfo(dtype).max) / -math.log(float(xpos_zeta(self.rotary_dim)[0]))
+        allowed = int(reach * self.xpos_scale_base)  # the largest offset from the reference
+        for name, offsets in (("query", reference - q_positions), ("key", k_positions - reference)):
+            if int(offsets.max()) > allowed:
+                raise ValueError(
+                    f"xPos cannot scale {name} positions {int(q_positions.min())} … "
+                    f"{int(k_positions.max() if name == 'key' else q_positions.max())} in {dtype}: "
+                    f"measured from their centre {int(reference.max())}, a scale would pass "
+                    f"√max of {dtype}; rotate at most {2 * allowed} consecutive positions per call"
+                )
+        return reference
 
     def rotate(
         self,
@@ -173,7 +216,9 @@ class RotaryEncoding(PositionalEncoding):
             q_positions = torch.arange(start, start + q_len, device=q.device)
         q_positions = resolve_positions(q_positions, q, seq_dim=2)
         k_positions = resolve_positions(k_positions, k, seq_dim=2)
-        (q_cos, q_sin), (k_cos, k_sin) = self._angles(q_positions, 1.0), self._angles(k_positions, -1.0)
+        reference = self._xpos_reference(q_positions, k_positions, q.dtype)
+        q_cos, q_sin = self._angles(q_positions, 1.0, reference)
+        k_cos, k_sin = self._angles(k_positions, -1.0, reference)
         if q.device.type == "cuda":  # one Triton launch for q and k (float32 inside, rounded once)
             return apply_rope_qk(
                 q, k, q_cos, q_sin, k_cos=k_cos, k_sin=k_sin, layout=self.layout, rotary_dim=self.rotary_dim
