@@ -186,6 +186,8 @@ class MultiHeadAttention(nn.Module):
         """Whether the fast CPU path applies: a bias of the distance alone, consecutive positions."""
         if q.device.type != "cpu" or getattr(self.encoding, "distance_bias", None) is None:
             return False
+        if torch.compiler.is_compiling():  # whether positions are consecutive is a host value
+            return False
         if q_positions.dim() != 1 or k_positions.dim() != 1:
             return False
         k_len, q_len = k.shape[2], q.shape[2]

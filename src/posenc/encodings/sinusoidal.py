@@ -6,7 +6,8 @@ import torch
 
 from posenc._validation import check_even_positive_int, check_positive_float
 from posenc.encodings.additive import AdditiveEncoding
-from posenc.functional.sinusoidal import sinusoidal_table
+from posenc.functional.angles import reduced_angles_unchecked
+from posenc.functional.sinusoidal import sinusoidal_frequency_pieces, sinusoidal_table
 
 #: Positions below this are served from a float64 table grown on demand; others computed directly.
 CACHE_POSITIONS = 1 << 16
@@ -34,6 +35,8 @@ class SinusoidalEncoding(AdditiveEncoding):
         super().__init__(check_even_positive_int("d_model", d_model), mode=mode)
         self.base = check_positive_float("base", base)
         self.register_buffer("table", torch.empty(0, self.d_model, dtype=torch.float64), persistent=False)
+        # a plain attribute, not a buffer: module.to(dtype) cannot round it
+        self.frequency_pieces = sinusoidal_frequency_pieces(self.d_model, self.base)  # [d/2, 4] float64
 
     def _grow(self, length: int) -> None:
         if length > self.table.shape[0]:
@@ -42,6 +45,9 @@ class SinusoidalEncoding(AdditiveEncoding):
             self.table = table.to(self.table.device)
 
     def codes(self, positions: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_compiling():  # tensor ops only: no cache growth (a host sync) in a graph
+            angle = reduced_angles_unchecked(positions, self.frequency_pieces)  # [..., d/2]
+            return torch.stack((angle.sin(), angle.cos()), dim=-1).flatten(-2)  # [..., d]
         # The cache covers 0 … max position; far positions (a decoder at offset 10^6) are computed
         # directly rather than growing a table of every position before them.
         if positions.numel() and 0 <= int(positions.min()) and int(positions.max()) < CACHE_POSITIONS:

@@ -80,7 +80,7 @@ def _head_slopes(slopes: torch.Tensor | int, bias_max: float | None) -> torch.Te
         if slopes.dtype.is_complex or slopes.dtype == torch.bool:
             raise ValueError(f"slopes must be real numbers, got dtype {slopes.dtype}")
         slopes = slopes.detach().to(torch.float64)
-        if not torch.isfinite(slopes).all():
+        if not torch.compiler.is_compiling() and not torch.isfinite(slopes).all():
             raise ValueError(f"slopes must be finite, got {slopes.tolist()}")
         return slopes
     try:
@@ -99,7 +99,10 @@ MAX_ABS_POSITION = 1 << 62
 
 
 def check_distance_range(q_positions: torch.Tensor, k_positions: torch.Tensor) -> None:
-    """A ValueError naming the position whose distance to another could overflow int64."""
+    """A ValueError naming the position whose distance to another could overflow int64 (eager only:
+    under torch.compile it would be a host synchronisation)."""
+    if torch.compiler.is_compiling():
+        return
     for name, positions in (("q_positions", q_positions), ("k_positions", k_positions)):
         outside = positions[(positions > MAX_ABS_POSITION) | (positions < -MAX_ABS_POSITION)]
         if outside.numel():
