@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 
 from posenc.bench import rope
-from posenc.cli import main
 from posenc.kernels import native_available
 from posenc.kernels.rope_triton import TRITON_INSTALLED
 
@@ -74,24 +71,6 @@ def test_complex_recipe_upcasts_bfloat16_and_casts_back():
     torch.testing.assert_close(got, expected, atol=2e-2, rtol=2e-2)
 
 
-def test_bench_rope_command_writes_json(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(rope, "SHAPES", TINY)
-    monkeypatch.setattr(rope, "steady_malloc", lambda: False)  # leave this process's malloc alone
-    monkeypatch.setenv("COLUMNS", "200")  # one table row per line
-    out = tmp_path / "rope.json"
-    assert main(["bench", "rope", "--rounds", "1", "--no-compile", "--json", str(out)]) == 0
-    written = json.loads(out.read_text())
-    assert written["rounds"] == 1 and len(written["cases"]) == 8
-    assert set(written["goal"]) == {
-        f"(1, 2, 16, 8) {d} {layout}, {cache} cache"
-        for d in ("float32", "bfloat16")
-        for layout in ("half", "interleaved")
-        for cache in ("cold", "warm")
-    }
-    printed = capsys.readouterr().out
-    assert "clone of q and k (memory floor)" in printed and "goal ≤ 1.3× clone" in printed
-
-
 def test_bench_refuses_an_unknown_dtype_or_cache_state():
     with pytest.raises(ValueError, match="dtype must be one of float32, bfloat16; got 'float16'"):
         rope.run(shapes=TINY, dtypes=("float16",), rounds=1, compile=False, reuse_memory=False)
@@ -105,7 +84,6 @@ GPU_TINY = ((1, 8, 2, 1, 8),)  # (b, s, h_q, h_kv, d)
 needs_triton = pytest.mark.skipif(
     not TRITON_INSTALLED, reason="triton is not installed (pip install triton; it is in the dev extra)"
 )
-no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal where there is no GPU")
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +117,15 @@ def test_gpu_bench_checks_and_times_every_candidate_forward_and_backward(gpu_res
         copy = next(t for t in case["timings"] if t["name"] == rope.COPY)
         assert copy["of_copy_bandwidth"] == 1.0
         assert set(case["speedup_vs_peers"]) == {rope.HF_EAGER}  # no compile, no liger-kernel here
-        assert case["goal"]["fastest_peer"] == rope.HF_EAGER and isinstance(case["goal"]["met"], bool)
+        kernel = case["kernel"]
+        assert (
+            kernel["fastest_peer"] == rope.HF_EAGER
+            and kernel["vs_fastest_peer"] == case["speedup_vs_peers"][rope.HF_EAGER]
+        )
+        assert (
+            kernel["of_copy_bandwidth"]
+            == next(t for t in case["timings"] if t["name"] == rope.TRITON)["of_copy_bandwidth"]
+        )
 
 
 @needs_triton
@@ -175,27 +161,20 @@ def test_time_on_device_measures_every_candidate_each_round():
         rope.time_on_device({}, rounds=0, device="cpu")
 
 
-@no_cuda
-def test_bench_rope_on_cuda_without_a_gpu_exits_2_with_the_reason(capsys):
-    assert main(["bench", "rope", "--device", "cuda"]) == 2
-    assert "posenc bench: error: --device cuda needs a CUDA GPU" in capsys.readouterr().err
+def keys(value) -> set[str]:
+    """Every dict key anywhere in a JSON-like value."""
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in keys(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in keys(v)}
+    return set()
+
+
+def test_bench_reports_measurements_not_verdicts_against_targets(result):
+    assert not [key for key in keys(result) if "goal" in key or key == "met"]
+    assert not [name for name in dir(rope) if name.startswith("GOAL")]
 
 
 @needs_triton
-def test_bench_rope_cuda_command_prints_tables_and_writes_json(gpu_result, tmp_path, capsys, monkeypatch):
-    seen = {}
-
-    def fake_run_cuda(**kwargs):
-        seen.update(kwargs)
-        return gpu_result
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(rope, "run_cuda", fake_run_cuda)
-    monkeypatch.setenv("COLUMNS", "200")
-    out = tmp_path / "rope_cuda.json"
-    assert main(["bench", "rope", "--device", "cuda", "--no-compile", "--json", str(out)]) == 0
-    assert seen == {"rounds": 30, "compile": False}
-    assert len(json.loads(out.read_text())["cases"]) == 8
-    printed = capsys.readouterr().out
-    assert "copy of the same bytes (memory floor)" in printed and "posenc Triton, in place" in printed
-    assert "goal ≥ 0.9 of copy bandwidth and no slower than any peer" in printed
+def test_gpu_bench_reports_measurements_not_verdicts_against_targets(gpu_result):
+    assert not [key for key in keys(gpu_result) if "goal" in key or key == "met"]

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from posenc.bench import time_alternating
 from posenc.bench.sinusoidal import run
-from posenc.cli import main
 
 
 def test_bench_reports_every_candidate_and_the_precision_of_each_recipe():
@@ -21,16 +18,26 @@ def test_bench_reports_every_candidate_and_the_precision_of_each_recipe():
     assert errors["float32 recipe"] > 1e-3
 
 
-def test_bench_command_writes_json(tmp_path, capsys):
-    out = tmp_path / "bench.json"
-    assert (
-        main(["bench", "sinusoidal", "--length", "32", "--d-model", "8", "--rounds", "1", "--json", str(out)])
-        == 0
-    )
-    assert json.loads(out.read_text())["length"] == 32
-    assert "clone (memory floor)" in capsys.readouterr().out
-
-
 def test_alternating_rounds_refuse_zero_rounds():
     with pytest.raises(ValueError, match="rounds must be at least 1, got 0"):
         time_alternating({"noop": lambda: None}, rounds=0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"length": -5}, "length must be positive, got -5"),
+        ({"length": 0}, "length must be positive, got 0"),
+        ({"d_model": 7}, "d_model must be even, got 7"),
+        ({"d_model": -2}, "d_model must be positive, got -2"),
+        ({"rounds": 0}, "rounds must be positive, got 0"),
+    ],
+)
+def test_bench_refuses_bad_sizes_before_timing_anything(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        run(**{"length": 8, "d_model": 8, "rounds": 1, **kwargs})
+
+
+def test_bench_refuses_a_length_that_is_not_an_int():
+    with pytest.raises(TypeError, match="length must be an int, got float"):
+        run(length=8.0, d_model=8, rounds=1)

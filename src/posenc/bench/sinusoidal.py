@@ -52,7 +52,19 @@ def precision(d_model: int = 512, base: float = 10000.0, samples: int = 64, larg
 
 
 def run(length: int = 4096, d_model: int = 512, rounds: int = 15) -> dict:
-    """Timings (float32 output) and precision; JSON-ready."""
+    """Timings (float32 output) and precision; JSON-ready.
+
+    Raises:
+        ValueError: ``length`` or ``rounds`` below 1, ``d_model`` not a positive even number (before
+            anything is timed).
+    """
+    for name, value in (("length", length), ("d_model", d_model), ("rounds", rounds)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        if value < 1:
+            raise ValueError(f"{name} must be positive, got {value}")
+    if d_model % 2:
+        raise ValueError(f"d_model must be even, got {d_model}")
     positions = torch.arange(length)
     output = sinusoidal_table(length, d_model)
     timings = time_alternating(

@@ -1,0 +1,57 @@
+"""The ``posenc`` command: list the encodings, verify their claims, draw them, report, run the lab, bench.
+
+One module per command, each with ``configure(subparsers)`` (adds its parser, under the name it has
+in :data:`COMMANDS`) and ``run(args) -> int``. :func:`main` turns a user's mistake into one line on
+stderr and exit status 2, and an interrupt into one line and 130; 1 is left to ``verify``'s "the
+claim fails".
+"""
+
+from __future__ import annotations
+
+import sys
+
+from posenc.cli import bench, lab, listing, plot, report, verify
+from posenc.cli.options import Parser, UsageError
+
+#: Command name -> its module.
+COMMANDS = {
+    "list": listing,
+    "verify": verify,
+    "plot": plot,
+    "report": report,
+    "lab": lab,
+    "bench": bench,
+}
+
+#: Exit statuses: a refused command line or option value, and an interrupt (128 + SIGINT).
+USAGE_ERROR, INTERRUPTED = 2, 130
+
+
+def parser() -> Parser:
+    """The whole command line: ``posenc COMMAND …`` with one sub-parser per entry of :data:`COMMANDS`."""
+    root = Parser(prog="posenc", description=__doc__.splitlines()[0])
+    commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in COMMANDS.values():
+        module.configure(commands)
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``posenc`` with ``argv`` (default ``sys.argv[1:]``) in this process; the exit status."""
+    where = "posenc"
+    try:
+        try:
+            args = parser().parse_args(argv)
+        except SystemExit as done:  # --help and the like have printed what was asked
+            return done.code if isinstance(done.code, int) else 0
+        where = f"posenc {args.command}"
+        return COMMANDS[args.command].run(args)
+    except UsageError as error:  # the parser's message names the (sub)command already
+        print(error, file=sys.stderr)
+        return USAGE_ERROR
+    except (ValueError, TypeError) as error:  # bad input; the message names the argument and value
+        print(f"{where}: error: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    except KeyboardInterrupt:
+        print(f"{where}: interrupted", file=sys.stderr)
+        return INTERRUPTED

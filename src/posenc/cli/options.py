@@ -1,0 +1,68 @@
+"""Argument parsing for the ``posenc`` command: a parser whose errors are one line, and value types."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+class UsageError(Exception):
+    """A command line the parser refused; its message is the whole line to print."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors raise :class:`UsageError` (one line) instead of printing the
+    usage block and exiting; :func:`posenc.cli.main` prints it and returns 2. Sub-parsers inherit it."""
+
+    def error(self, message: str):
+        raise UsageError(f"{self.prog}: error: {message}")
+
+
+def positive_int(text: str) -> int:
+    """An integer ≥ 1 (``--rounds``, ``--length``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def tolerance(text: str) -> float:
+    """A finite float ≥ 0 (``nan`` would make every comparison fail, a negative one every claim)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number ≥ 0, got {text!r}")
+    return value
+
+
+def distances(text: str) -> list[int]:
+    """Comma-separated integers, at least one (``--distances 1,64,1024``)."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"distances must be comma-separated integers, got {text!r}"
+        ) from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"distances must name at least one distance, got {text!r}")
+    return values
+
+
+def lengths(text: str) -> tuple[int, ...]:
+    """Comma-separated positive integers, or ``none`` (or nothing) for none (``--sweep none``)."""
+    if text.strip().lower() in ("", "none"):
+        return ()
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"lengths must be comma-separated integers or 'none', got {text!r}"
+        ) from None
+    if any(value < 1 for value in values):
+        raise argparse.ArgumentTypeError(f"lengths must be positive, got {text!r}")
+    return values

@@ -1,0 +1,38 @@
+"""``posenc report``: every figure, the verification table and the lab table as index.html + report.md."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from posenc.cli.output import writable_folder
+
+
+def configure(subparsers) -> None:
+    """Add the ``report`` parser."""
+    parser = subparsers.add_parser(
+        "report", help="every figure, the verification table and the lab table as index.html + report.md"
+    )
+    parser.add_argument("--out", type=Path, default=Path("report"), help="folder (default ./report)")
+    parser.add_argument(
+        "--lab-db",
+        type=Path,
+        default=Path("lab/records.sqlite"),
+        help="lab records to include when present (default lab/records.sqlite)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the report (after checking ``--out`` and ``--lab-db``) and say where."""
+    writable_folder(args.out, "--out")
+    if args.lab_db.is_dir():
+        raise ValueError(f"--lab-db {str(args.lab_db)!r} is a folder, not a lab records file")
+    from posenc.report import build_report
+
+    summary = build_report(args.out, lab_db=args.lab_db, progress=not args.no_progress)
+    lab = "with the lab table" if summary["lab"] else f"no lab records at {args.lab_db}"
+    print(
+        f"report written to {summary['out']}/index.html and report.md ({summary['figures']} figures; {lab})"
+    )
+    return 0

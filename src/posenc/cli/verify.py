@@ -1,0 +1,238 @@
+"""``posenc verify``: seed 002's claim that sinusoidal dot products depend only on distance, or, with
+``--all``, every property of every registered encoding."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from posenc.cli import options
+from posenc.cli.output import console, print_table, writable_file
+from posenc.table import Column, Table
+
+DTYPES = ("float32", "float64")
+#: Agreement with the closed form that `verify` requires, per table dtype.
+TOLERANCES = {"float32": 1e-5, "float64": 1e-12}
+#: Formats ``--out`` can be written in, by suffix; a name without a suffix gets ``.png``.
+PLOT_FORMATS = ("png", "svg", "pdf")
+
+
+def configure(subparsers) -> None:
+    """Add the ``verify`` parser."""
+    parser = subparsers.add_parser(
+        "verify",
+        help="check that sinusoidal code dot products depend only on distance (seed 002)",
+        description="Reproduce seed 002: for each distance d, PE[i]·PE[i+d] for every start i, "
+        "against the closed form Σ_k cos(d·ω_k). Exits 1 when the deviation exceeds the tolerance, "
+        "2 on a bad option.",
+    )
+    parser.add_argument("--d-model", type=int, default=8, help="code width (default 8)")
+    parser.add_argument("--seq-len", type=int, default=15, help="number of positions (default 15)")
+    parser.add_argument(
+        "--distances",
+        type=options.distances,
+        default=None,
+        help="comma-separated distances (default: odd 1 … seq_len−1)",
+    )
+    parser.add_argument("--base", type=float, default=10000.0, help="wavelength base (default 10000)")
+    parser.add_argument("--dtype", choices=DTYPES, default="float64", help="table dtype (default float64)")
+    parser.add_argument(
+        "--tolerance",
+        type=options.tolerance,
+        default=None,
+        help="largest accepted deviation, ≥ 0 (default 1e-12 for float64, 1e-5 for float32)",
+    )
+    parser.add_argument(
+        "--pairs",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="print every pair's value, as seed 002 does (default on)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write the flat-line plot to this file (.png, .svg or .pdf; .png is added to a name without one)",
+    )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="measure every property of every registered encoding and print the encoding × property table",
+    )
+    parser.add_argument(
+        "--length",
+        type=options.positive_int,
+        default=256,
+        help="--all: positions each property is measured over (default 256)",
+    )
+
+
+def plot_path(out: Path) -> Path:
+    """The file ``--out`` names: as given with a known suffix, with ``.png`` added when it has none."""
+    if out.is_dir():
+        raise ValueError(
+            f"--out {str(out)!r} is a folder; give a file name such as {str(out / 'flat.png')!r}"
+        )
+    if not out.suffix:
+        return out.with_name(out.name + ".png")
+    if out.suffix[1:].lower() not in PLOT_FORMATS:
+        raise ValueError(
+            f"--out {str(out)!r} has suffix {out.suffix!r}; use one of {', '.join('.' + f for f in PLOT_FORMATS)}"
+        )
+    return out
+
+
+def verify_sinusoidal(
+    d_model: int, seq_len: int, distances: list[int] | None, base: float, dtype: str
+) -> dict:
+    """The seed 002 experiment as a dict of plain numbers (what ``verify --json`` prints)."""
+    import torch
+
+    from posenc.analysis import closed_form_dot, dot_by_distance, translation_invariance
+    from posenc.functional import sinusoidal_table
+
+    if distances is None:
+        distances = list(range(1, seq_len, 2))
+        if not distances:
+            raise ValueError(f"seq_len must be at least 2 to have a distance, got {seq_len}")
+    table = sinusoidal_table(seq_len, d_model, base=base, dtype=getattr(torch, dtype))  # [T, d]
+    dots = dot_by_distance(table, distances)
+    expected = {d: float(closed_form_dot(d, d_model, base)) for d in dots}
+    summaries = translation_invariance(dots, expected)
+    return {
+        "d_model": d_model,
+        "seq_len": seq_len,
+        "base": base,
+        "dtype": dtype,
+        "distances": [
+            {**summary.as_dict(), "values": dots[summary.distance].tolist()} for summary in summaries
+        ],
+        "max_deviation": max(s.max_deviation for s in summaries),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    """0 when the claim holds within the tolerance, 1 when it does not (``--all``: always 0)."""
+    if args.all:
+        return _run_all(args)
+    out = None if args.out is None else writable_file(plot_path(args.out), "--out")
+    result = verify_sinusoidal(args.d_model, args.seq_len, args.distances, args.base, args.dtype)
+    tolerance = TOLERANCES[args.dtype] if args.tolerance is None else args.tolerance
+    result["tolerance"] = tolerance
+    result["holds"] = result["max_deviation"] <= tolerance
+    if out is not None:
+        _write_flat_lines(result, out)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        _print_result(result, pairs=args.pairs, out=out)
+    return 0 if result["holds"] else 1
+
+
+def _write_flat_lines(result: dict, out: Path) -> None:
+    import torch
+
+    from posenc.plots import flat_lines
+
+    dots = {row["distance"]: torch.tensor(row["values"], dtype=torch.float64) for row in result["distances"]}
+    expected = {row["distance"]: row["expected"] for row in result["distances"]}
+    title = (
+        f"PE[i]·PE[i+d] per distance (d_model={result['d_model']}, seq_len={result['seq_len']}, "
+        f"{result['dtype']})"
+    )
+    figure = flat_lines(dots, expected, title=title)
+    figure.savefig(out, dpi=120, format=out.suffix[1:].lower())
+
+
+def _pair_lines(result: dict, pairs: bool) -> list[str]:
+    """Seed 002's printout: each distance, optionally every pair's value, the closed form."""
+    lines = []
+    for row in result["distances"]:
+        d = row["distance"]
+        lines.append(f"\nDistance {d} ({row['pairs']} pairs):")
+        if pairs:
+            lines.extend(f"  ({i}, {i + d}) -> {value:.4f}" for i, value in enumerate(row["values"]))
+        lines.append(
+            f"  closed form Σ_k cos({d}·ω_k) = {row['expected']:.12f}   "
+            f"max deviation {row['max_deviation']:.3e}"
+        )
+    return lines
+
+
+def summary_table(result: dict) -> Table:
+    """Distance, pairs, closed form, spread over i and max deviation, one row per distance."""
+    return Table(
+        [
+            Column(name, "right")
+            for name in ("distance", "pairs", "closed form", "spread over i", "max deviation")
+        ],
+        [
+            [
+                str(row["distance"]),
+                str(row["pairs"]),
+                f"{row['expected']:.10f}",
+                f"{row['spread']:.3e}",
+                f"{row['max_deviation']:.3e}",
+            ]
+            for row in result["distances"]
+        ],
+        title=f"PE[i]·PE[i+d] = Σ_k cos(d·ω_k)?   d_model={result['d_model']}, "
+        f"seq_len={result['seq_len']}, base={result['base']:g}, {result['dtype']}",
+    )
+
+
+def _print_result(result: dict, *, pairs: bool, out: Path | None) -> None:
+    sys.stdout.write("\n".join(_pair_lines(result, pairs)) + "\n\n")
+    terminal = console()
+    print_table(summary_table(result), out=terminal)
+    verdict = "[green]holds[/green]" if result["holds"] else "[red]fails[/red]"
+    terminal.print(
+        f"{verdict}: max deviation {result['max_deviation']:.3e} "
+        f"(tolerance {result['tolerance']:.0e}, {result['dtype']})"
+    )
+    if out is not None:
+        print(f"flat-line plot written to {out}")  # one line, never wrapped: scripts read the path
+
+
+def properties_table(table: dict, length: int) -> Table:
+    """Property × encoding: each cell the verdict and its number (``holds 1.00``), ``—`` where the
+    claim does not concern the encoding; the last row the measured relative-position category."""
+    from posenc.analysis import PROPERTY_NAMES
+    from posenc.encodings import ENCODINGS
+    from posenc.report import PROPERTY_TITLES, format_cell
+
+    return Table(
+        [Column("property"), *(Column(f"{name}\n({ENCODINGS[name].kind})", "right") for name in table)],
+        [
+            *(
+                [PROPERTY_TITLES[prop], *(format_cell(props[prop]) for props in table.values())]
+                for prop in PROPERTY_NAMES
+            ),
+            ["relative position", *(props["relative"].category or "" for props in table.values())],
+        ],
+        title=f"Every claim on every encoding (positions 0 … {length - 1})",
+        notes=[
+            "holds / fails: the measured number against the threshold of posenc.analysis.properties; "
+            "— : the claim does not concern that encoding. `posenc verify --all --json` gives every reason."
+        ],
+    )
+
+
+def _verdict_colour(text: str) -> str | None:
+    return {"holds": "green", "fails": "red"}.get(text.split(" ", 1)[0])
+
+
+def _run_all(args: argparse.Namespace) -> int:
+    from posenc.analysis import properties, specimen
+    from posenc.encodings import available
+
+    table = {name: properties(specimen(name), length=args.length) for name in available()}
+    if args.json:
+        result = {name: {p: prop.as_dict() for p, prop in props.items()} for name, props in table.items()}
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+        return 0
+    print_table(properties_table(table, args.length), cell_style=_verdict_colour, out=console(wide=True))
+    return 0

@@ -1,0 +1,84 @@
+"""`posenc bench rope`: tables of measured times and ratios (no verdicts), on CPU and, faked, on CUDA."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from posenc.bench import rope
+from posenc.kernels.rope_triton import TRITON_INSTALLED
+
+TINY = ((1, 2, 16, 8),)
+needs_triton = pytest.mark.skipif(not TRITON_INSTALLED, reason="triton is not installed")
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal where there is no GPU")
+
+
+def test_bench_rope_command_prints_ratios_and_writes_json(cli, tmp_path, monkeypatch, wide):
+    monkeypatch.setattr(rope, "SHAPES", TINY)
+    monkeypatch.setattr(rope, "steady_malloc", lambda: False)  # leave this process's malloc alone
+    out = tmp_path / "rope.json"
+    run = cli("bench", "rope", "--rounds", "1", "--no-compile", "--json", str(out))
+    assert run.code == 0
+    written = json.loads(out.read_text())
+    assert written["rounds"] == 1 and len(written["cases"]) == 8
+    assert "clone of q and k (memory floor)" in run.out and "× clone" in run.out
+    assert "(b, h, s, d) = 1×2×16×8, float32, half" in run.out and "cold cache: median (range) ms" in run.out
+    assert "n/a: not requested" in run.out and "C kernel:" in run.out
+    assert "goal" not in run.out and "met" not in run.out
+
+
+def test_bad_rounds_and_json_are_refused_before_any_timing(cli, monkeypatch):
+    def timed(**kwargs):
+        raise AssertionError("timed before the options were checked")
+
+    monkeypatch.setattr(rope, "run", timed)
+    cli("bench", "rope", "--rounds", "0").assert_refused("--rounds", "got 0")
+    cli("bench", "rope", "--json", "/proc/rope.json").assert_refused("--json", "/proc/rope.json")
+
+
+@pytest.mark.parametrize(
+    "option", [["--length", "8"], ["--d-model", "8"], ["--seq-lens", "64"], ["--no-memory"]]
+)
+def test_options_of_other_benchmarks_are_not_accepted(cli, option):
+    cli("bench", "rope", *option).assert_refused("unrecognized arguments", option[0])
+
+
+@no_cuda
+def test_bench_rope_on_cuda_without_a_gpu_exits_2_with_the_reason(cli):
+    cli("bench", "rope", "--device", "cuda").assert_refused(
+        "posenc bench: error: --device cuda needs a CUDA GPU"
+    )
+
+
+@needs_triton
+def test_bench_rope_cuda_command_prints_tables_and_writes_json(
+    cli, rope_gpu_result, tmp_path, monkeypatch, wide
+):
+    seen = {}
+
+    def fake_run_cuda(**kwargs):
+        seen.update(kwargs)
+        return rope_gpu_result
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(rope, "run_cuda", fake_run_cuda)
+    out = tmp_path / "rope_cuda.json"
+    run = cli("bench", "rope", "--device", "cuda", "--no-compile", "--json", str(out))
+    assert run.code == 0 and seen == {"rounds": 30, "compile": False}
+    assert len(json.loads(out.read_text())["cases"]) == 8
+    assert "copy of the same bytes (memory floor)" in run.out and "posenc Triton, in place" in run.out
+    assert "of copy bandwidth; the fastest peer, HF-style eager, takes" in run.out
+    assert "goal" not in run.out and " met" not in run.out
+
+
+def test_a_gpu_failure_is_one_line_and_status_2(cli, monkeypatch):
+    def failing(**kwargs):
+        raise RuntimeError("the GPU benchmark needs triton (pip install triton)")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(rope, "run_cuda", failing)
+    cli("bench", "rope", "--device", "cuda").assert_refused(
+        "posenc bench: error: the GPU benchmark needs triton"
+    )

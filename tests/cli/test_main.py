@@ -1,0 +1,92 @@
+"""posenc.cli.main: the registry of commands, one-line refusals with status 2, interrupts with 130."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from posenc.cli import COMMANDS, main, parser
+
+
+def test_every_registered_command_has_a_parser_of_its_name_and_a_run():
+    subparsers = next(action for action in parser()._actions if action.dest == "command")
+    assert list(subparsers.choices) == list(COMMANDS) == ["list", "verify", "plot", "report", "lab", "bench"]
+    assert all(callable(module.run) and callable(module.configure) for module in COMMANDS.values())
+
+
+def test_help_prints_and_returns_0_instead_of_exiting(capsys):
+    assert main(["--help"]) == 0
+    assert "COMMAND" in capsys.readouterr().out
+    assert main(["bench", "rope", "--help"]) == 0
+    assert "--no-compile" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragments"),
+    [
+        ([], ["posenc: error:", "COMMAND"]),
+        (["lsit"], ["posenc: error:", "invalid choice: 'lsit'", "'list'"]),
+        (["verify", "--no-such-option"], ["unrecognized arguments: --no-such-option"]),
+        (["bench"], ["posenc bench: error:", "BENCH"]),
+        (["plot"], ["posenc plot: error:", "name"]),
+    ],
+)
+def test_a_malformed_command_line_is_one_line_on_stderr_and_status_2(cli, argv, fragments):
+    run = cli(*argv)
+    run.assert_refused(*fragments)
+    assert "usage:" not in run.err
+
+
+INTERRUPTIBLE = {
+    "list": (["list"], "posenc.encodings", "available"),
+    "verify": (["verify"], "posenc.analysis", "dot_by_distance"),
+    "verify --all": (["verify", "--all"], "posenc.analysis", "properties"),
+    "plot": (["plot", "alibi", "--out", "{tmp}"], "posenc.plots.gallery", "figures"),
+    "report": (["report", "--out", "{tmp}"], "posenc.report", "build_report"),
+    "bench": (["bench", "sinusoidal"], "posenc.bench.sinusoidal", "run"),
+}
+
+
+@pytest.mark.parametrize("name", INTERRUPTIBLE)
+def test_an_interrupt_in_any_command_is_one_line_and_status_130(cli, monkeypatch, tmp_path, name):
+    import importlib
+
+    argv, module, attribute = INTERRUPTIBLE[name]
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib.import_module(module), attribute, interrupted)
+    run = cli(*(part.format(tmp=tmp_path) for part in argv))
+    run.assert_refused(f"posenc {argv[0]}: interrupted", code=130)
+
+
+ROOT = Path(__file__).parents[2]
+
+
+def documented_command_lines() -> list[str]:
+    """Every ``posenc …`` (but the lab's, documented with the lab) in a shell block of the README and
+    docs/BENCHMARKS.md, up to a comment, a redirection or the end of a shell command."""
+    lines = []
+    for doc in (ROOT / "README.md", ROOT / "docs" / "BENCHMARKS.md"):
+        for block in re.findall(r"```(?:sh|console)\n(.*?)```", doc.read_text(), re.DOTALL):
+            lines += [
+                m.strip() for m in re.findall(r"\bposenc ([^#>;|\n]*)", block) if not m.startswith("lab")
+            ]
+    return lines
+
+
+@pytest.mark.parametrize("line", documented_command_lines())
+def test_every_documented_command_line_still_parses(line):
+    args = parser().parse_args(shlex.split(line))
+    assert args.command in COMMANDS
+
+
+def test_the_documented_command_lines_were_found():
+    lines = documented_command_lines()
+    assert "bench sinusoidal --length 4096 --d-model 512 --rounds 15" in lines
+    assert "bench attention --device cuda --json bench_attention_cuda.json" in lines
+    assert len(lines) >= 10

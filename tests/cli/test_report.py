@@ -1,0 +1,49 @@
+"""`posenc report`: its output folder and lab records checked before anything is measured."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def no_build(monkeypatch):
+    import posenc.report
+
+    def built(*args, **kwargs):
+        raise AssertionError("report built before its options were checked")
+
+    monkeypatch.setattr(posenc.report, "build_report", built)
+
+
+def test_report_out_that_is_a_file_is_refused_naming_the_option(cli, tmp_path, no_build):
+    blocker = tmp_path / "report"
+    blocker.write_text("")
+    cli("report", "--out", str(blocker), "--no-progress").assert_refused("--out", str(blocker), "is a file")
+
+
+def test_report_out_that_cannot_be_made_is_refused(cli, no_build):
+    cli("report", "--out", "/proc/posenc-report").assert_refused("--out", "/proc/posenc-report")
+
+
+def test_report_lab_db_that_is_a_folder_is_refused(cli, tmp_path, no_build):
+    cli("report", "--out", str(tmp_path / "r"), "--lab-db", str(tmp_path)).assert_refused(
+        "--lab-db", str(tmp_path), "is a folder"
+    )
+
+
+def test_report_says_where_it_wrote(cli, tmp_path, monkeypatch):
+    import posenc.report
+
+    seen = {}
+
+    def build(out, *, lab_db, progress):
+        seen.update(out=out, lab_db=lab_db, progress=progress)
+        return {"out": str(out), "figures": 3, "lab": False, "fails": {}}
+
+    monkeypatch.setattr(posenc.report, "build_report", build)
+    missing = tmp_path / "none.sqlite"
+    run = cli("report", "--out", str(tmp_path / "r"), "--lab-db", str(missing), "--no-progress")
+    assert run.code == 0 and seen == {"out": tmp_path / "r", "lab_db": missing, "progress": False}
+    assert run.out == (
+        f"report written to {tmp_path / 'r'}/index.html and report.md (3 figures; no lab records at {missing})\n"
+    )
