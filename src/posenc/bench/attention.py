@@ -373,6 +373,25 @@ def sweep(names: Sequence[str], sizes: Sequence[int], *, compile: bool = True) -
 # ----------------------------------------------------------------------------------------------
 
 
+def _timed_cases(
+    seq_lens: Sequence[int], rounds: int, compile: bool, memory: bool
+) -> tuple[list[dict], list[dict]]:
+    """Per length: the memory of each candidate (if asked), then the checked and timed case, and the
+    precision of the extra-channel variants."""
+    cases, precision = [], []
+    with torch.no_grad():
+        for seq_len in seq_lens:
+            peak = (
+                {name: measure(name, seq_len, compile=compile).get("peak_extra_mib") for name in CANDIDATES}
+                if memory
+                else None
+            )
+            case, study = _case(seq_len, rounds, compile, peak)
+            cases.append(case)
+            precision.append(study)
+    return cases, precision
+
+
 def run(
     seq_lens: Sequence[int] = SEQ_LENS,
     rounds: int = 9,
@@ -400,18 +419,8 @@ def run(
     malloc = (
         "glibc thresholds raised (freed blocks reused)" if reuse_memory and steady_malloc() else "default"
     )
-    cases, precision = [], []
     started = time.perf_counter()
-    with torch.no_grad():
-        for seq_len in seq_lens:
-            peak = (
-                {name: measure(name, seq_len, compile=compile).get("peak_extra_mib") for name in CANDIDATES}
-                if memory
-                else None
-            )
-            case, study = _case(seq_len, rounds, compile, peak)
-            cases.append(case)
-            precision.append(study)
+    cases, precision = _timed_cases(seq_lens, rounds, compile, memory)
     timed_s = time.perf_counter() - started
     sweep_results = sweep(list(CANDIDATES), sweep_sizes, compile=compile) if sweep_sizes else {}
     return {
@@ -578,6 +587,22 @@ def _device_case(
     }
 
 
+def _check_on_device(config: dict, compile: bool, device, tolerance: float) -> dict[str, float]:
+    """Each candidate's max |error| against float64 at s = :data:`CHECK_LEN`; AssertionError beyond
+    ``tolerance`` (NaN included)."""
+    inputs = _device_inputs(CHECK_LEN, device=device, **config)
+    expected = {bias: reference(inputs["cpu"], bias) for bias in ("none", "alibi", "t5")}
+    errors = {}
+    for name, call in cuda_candidates(inputs, compile=compile).items():
+        error = float((call().double().cpu() - expected[CUDA_CANDIDATES[name][0]]).abs().max())
+        if not error <= tolerance:  # also catches NaN
+            raise AssertionError(
+                f"{name} disagrees with the float64 reference by {error:.3g} > {tolerance:g} (s={CHECK_LEN})"
+            )
+        errors[name] = error
+    return errors
+
+
 def run_cuda(
     seq_lens: Sequence[int] = CUDA_SEQ_LENS,
     rounds: int = 10,
@@ -612,18 +637,9 @@ def run_cuda(
         raise ValueError(f"dtype must be one of {', '.join(CUDA_DTYPES)}; got {dtype!r}")
     torch_dtype = CUDA_DTYPES[dtype]
     config = {"heads": heads, "d_head": d_head, "batch": batch, "dtype": torch_dtype}
+    tolerance = CUDA_TOLERANCE[torch_dtype]
     with torch.no_grad():
-        inputs = _device_inputs(CHECK_LEN, device=device, **config)
-        expected = {bias: reference(inputs["cpu"], bias) for bias in ("none", "alibi", "t5")}
-        tolerance = CUDA_TOLERANCE[torch_dtype]
-        errors = {}
-        for name, call in cuda_candidates(inputs, compile=compile).items():
-            error = float((call().double().cpu() - expected[CUDA_CANDIDATES[name][0]]).abs().max())
-            if not error <= tolerance:  # also catches NaN
-                raise AssertionError(
-                    f"{name} disagrees with the float64 reference by {error:.3g} > {tolerance:g} (s={CHECK_LEN})"
-                )
-            errors[name] = error
+        errors = _check_on_device(config, compile, device, tolerance)
         stopped: dict[str, int] = {}
         cases = [_device_case(seq_len, config, rounds, compile, device, stopped) for seq_len in seq_lens]
     return {

@@ -134,31 +134,41 @@ def _posenc_pair(
     )
 
 
-def _case(
-    shape: tuple[int, int, int, int],
-    dtype: torch.dtype,
-    layout: str,
-    rounds: int,
-    compile: bool,
-    caches: Sequence[str],
-    flush: torch.Tensor,
-) -> list[dict]:
-    """One entry per cache state: every candidate timed on the same q and k, after a check of its output."""
-    b, h, s, d = shape
-    generator = torch.Generator().manual_seed(0)
-    q = torch.randn(shape, generator=generator).to(dtype)  # [b, h, s, d]
-    k = torch.randn(shape, generator=generator).to(dtype)
-    inv_freq, _ = rope_inv_freq(d)
-    cos, sin = rope_cos_sin(s, inv_freq)  # [s, d/2] float32
-    case = f"{shape} {str(dtype).removeprefix('torch.')} {layout}"
-    expected = _posenc_pair(q, k, cos, sin, layout)
-    cos64, sin64 = rope_cos_sin(s, inv_freq, dtype=torch.float64)
-    exact = [apply_rope(x.double(), cos64, sin64, layout=layout, backend="reference") for x in (q, k)]
-    cos_full, sin_full = full_width(cos, sin, layout, dtype)  # [s, d] in q's dtype
-    q_in_place, k_in_place = q.clone(), k.clone()
+#: name -> (a call computing RoPE on q and k, the tensors it reads)
+Candidates = dict[str, tuple[Callable[[], object], tuple[torch.Tensor, ...]]]
 
-    # name -> (run, the tensors it reads)
-    candidates: dict[str, tuple[Callable[[], object], tuple[torch.Tensor, ...]]] = {
+
+def _compiled_candidates(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str
+) -> tuple[Candidates, dict[str, str]]:
+    """torch.compile of apply_rope and of the HF-style recipe, compiled now (before any timing);
+    the reason for each that failed to compile."""
+    cos_full, sin_full = full_width(cos, sin, layout, q.dtype)
+    torch._dynamo.reset()  # every case compiles afresh; the recompile limit is never reached
+    compiled = {
+        "torch.compile(posenc apply_rope)": (_fresh_compile(_posenc_pair), (q, k, cos, sin, layout)),
+        "torch.compile(HF-style)": (_fresh_compile(hf_style), (q, k, cos_full, sin_full, layout)),
+    }
+    candidates: Candidates = {}
+    skipped: dict[str, str] = {}
+    for name, (fn, args) in compiled.items():
+        try:
+            fn(*args)
+        except Exception as error:  # no C++ compiler, unsupported op, …: report, do not time
+            skipped[name] = f"torch.compile failed: {type(error).__name__}: {str(error)[:120]}"
+            continue
+        candidates[name] = (lambda fn=fn, args=args: fn(*args), (q, k))
+    return candidates, skipped
+
+
+def _cpu_candidates(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, compile: bool
+) -> tuple[Candidates, dict[str, str], tuple[torch.Tensor, torch.Tensor]]:
+    """Every candidate on q and k, the reason for each left out, and the pair the in-place one rotates
+    (to be reset to q and k before its check)."""
+    cos_full, sin_full = full_width(cos, sin, layout, q.dtype)  # [s, d] in q's dtype
+    q_in_place, k_in_place = q.clone(), k.clone()
+    candidates: Candidates = {
         CLONE: (lambda: (q.clone(), k.clone()), (q, k)),
         "posenc apply_rope": (lambda: _posenc_pair(q, k, cos, sin, layout), (q, k)),
         "posenc apply_rope_qk": (lambda: apply_rope_qk(q, k, cos, sin, layout=layout), (q, k)),
@@ -179,20 +189,48 @@ def _case(
     else:
         skipped["complex multiply (Meta LLaMA)"] = "pairs (2k, 2k+1) only"
     if compile:
-        torch._dynamo.reset()  # every case compiles afresh; the recompile limit is never reached
-        compiled = {
-            "torch.compile(posenc apply_rope)": (_fresh_compile(_posenc_pair), (q, k, cos, sin, layout)),
-            "torch.compile(HF-style)": (_fresh_compile(hf_style), (q, k, cos_full, sin_full, layout)),
-        }
-        for name, (fn, args) in compiled.items():
-            try:
-                fn(*args)  # compiles now, before any timing
-            except Exception as error:  # no C++ compiler, unsupported op, …: report, do not time
-                skipped[name] = f"torch.compile failed: {type(error).__name__}: {str(error)[:120]}"
-                continue
-            candidates[name] = (lambda fn=fn, args=args: fn(*args), (q, k))
+        compiled, failed = _compiled_candidates(q, k, cos, sin, layout)
+        candidates.update(compiled)
+        skipped.update(failed)
     else:
         skipped["torch.compile(posenc apply_rope)"] = skipped["torch.compile(HF-style)"] = "not requested"
+    return candidates, skipped, (q_in_place, k_in_place)
+
+
+def _time_from(candidates: Candidates, cache: str, flush: torch.Tensor, rounds: int) -> dict[str, Timing]:
+    """Every candidate timed in alternating rounds, each after a reset step (timed apart and dropped)
+    that leaves the caches in state ``cache``."""
+    timed: dict[str, Callable[[], object]] = {}
+    for name, (candidate, inputs) in candidates.items():
+        read_first = (flush,) if cache == "cold" else inputs
+        timed[_RESET + name] = lambda read_first=read_first: _read(read_first)
+        timed[name] = candidate
+    return {
+        name: t for name, t in time_alternating(timed, rounds=rounds).items() if not name.startswith(_RESET)
+    }
+
+
+def _case(
+    shape: tuple[int, int, int, int],
+    dtype: torch.dtype,
+    layout: str,
+    rounds: int,
+    compile: bool,
+    caches: Sequence[str],
+    flush: torch.Tensor,
+) -> list[dict]:
+    """One entry per cache state: every candidate timed on the same q and k, after a check of its output."""
+    b, h, s, d = shape
+    generator = torch.Generator().manual_seed(0)
+    q = torch.randn(shape, generator=generator).to(dtype)  # [b, h, s, d]
+    k = torch.randn(shape, generator=generator).to(dtype)
+    inv_freq, _ = rope_inv_freq(d)
+    cos, sin = rope_cos_sin(s, inv_freq)  # [s, d/2] float32
+    case = f"{shape} {str(dtype).removeprefix('torch.')} {layout}"
+    expected = _posenc_pair(q, k, cos, sin, layout)
+    cos64, sin64 = rope_cos_sin(s, inv_freq, dtype=torch.float64)
+    exact = [apply_rope(x.double(), cos64, sin64, layout=layout, backend="reference") for x in (q, k)]
+    candidates, skipped, (q_in_place, k_in_place) = _cpu_candidates(q, k, cos, sin, layout, compile)
 
     deviations: dict[str, float | None] = {CLONE: None}  # the clone does not rotate
     errors: dict[str, float | None] = {CLONE: None}
@@ -206,16 +244,7 @@ def _case(
 
     entries = []
     for cache in caches:
-        timed: dict[str, Callable[[], object]] = {}
-        for name, (candidate, inputs) in candidates.items():
-            read_first = (flush,) if cache == "cold" else inputs
-            timed[_RESET + name] = lambda read_first=read_first: _read(read_first)
-            timed[name] = candidate
-        timings = {
-            name: t
-            for name, t in time_alternating(timed, rounds=rounds).items()
-            if not name.startswith(_RESET)
-        }
+        timings = _time_from(candidates, cache, flush, rounds)
         floor = timings[CLONE].median_ms
         entries.append(
             {
@@ -432,6 +461,71 @@ def _agreement(name: str, got: Sequence[torch.Tensor], exact: Sequence[torch.Ten
     return deviation
 
 
+#: name -> a call timed on the GPU
+Calls = dict[str, Callable[[], object]]
+
+
+def _forward_calls(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos_sin: tuple,
+    cos_sin64: tuple,
+    layout: str,
+    rotations: dict,
+    case: str,
+) -> tuple[Calls, dict[str, float | None]]:
+    """The copy, each rotation of q and k and the in-place kernel, each checked against float64 on the
+    first batch row; the calls to time and their errors."""
+    (cos, sin), (cos64, sin64) = cos_sin, cos_sin64
+    exact = [apply_rope(x[:1].double(), cos64, sin64, layout=layout, backend="reference") for x in (q, k)]
+    timed: Calls = {COPY: lambda: (q.clone(), k.clone())}
+    errors: dict[str, float | None] = {COPY: None}
+    for name, rotate in rotations.items():
+        inputs = (q, k) if name != LIGER else (q.clone(), k.clone())  # liger may write its inputs
+        errors[name] = _agreement(name, rotate(*(x.clone() for x in inputs)), exact, case)
+        timed[name] = lambda rotate=rotate, inputs=inputs: rotate(*inputs)
+    q_in_place, k_in_place = q.clone(), k.clone()
+    in_place = lambda: apply_rope_qk_triton(  # noqa: E731
+        q_in_place, k_in_place, cos, sin, layout=layout, inplace=True
+    )
+    errors[TRITON_IN_PLACE] = _agreement(TRITON_IN_PLACE, in_place(), exact, case)
+    timed[TRITON_IN_PLACE] = in_place
+    return timed, errors
+
+
+def _backward_calls(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos_sin64: tuple,
+    layout: str,
+    rotations: dict,
+    case: str,
+    generator: torch.Generator,
+) -> tuple[Calls, dict[str, float | None]]:
+    """The gradient of q and k from random gradients of their rotations, R(−θ)·grad, for each rotation
+    (checked against float64), and the copy of the gradients; the calls to time and their errors."""
+    cos64, sin64 = cos_sin64
+    grad_q, grad_k = (
+        torch.randn(x.shape, generator=generator, device=x.device, dtype=x.dtype) for x in (q, k)
+    )
+    exact = [
+        apply_rope(g[:1].double(), cos64, -sin64, layout=layout, backend="reference")
+        for g in (grad_q, grad_k)
+    ]
+    timed: Calls = {COPY: lambda: (grad_q.clone(), grad_k.clone())}
+    errors: dict[str, float | None] = {COPY: None}
+    for name, rotate in rotations.items():
+        leaves = (q.detach().clone().requires_grad_(), k.detach().clone().requires_grad_())
+        outputs = rotate(*leaves)
+
+        def backward(outputs=outputs, leaves=leaves):
+            return torch.autograd.grad(outputs, leaves, (grad_q, grad_k), retain_graph=True)
+
+        errors[name] = _agreement(name, backward(), exact, case)
+        timed[name] = backward
+    return timed, errors
+
+
 def _gpu_case(
     shape: tuple[int, int, int, int, int],
     dtype: torch.dtype,
@@ -454,39 +548,10 @@ def _gpu_case(
     case = f"{shape} {str(dtype).removeprefix('torch.')} {layout} {direction}"
     rotations, skipped = _rotations(cos, sin, layout, dtype, compile)
 
-    timed: dict[str, Callable[[], object]] = {}
-    errors: dict[str, float | None] = {COPY: None}
     if direction == "forward":
-        exact = [apply_rope(x[:1].double(), cos64, sin64, layout=layout, backend="reference") for x in (q, k)]
-        timed[COPY] = lambda: (q.clone(), k.clone())
-        for name, rotate in rotations.items():
-            inputs = (q, k) if name != LIGER else (q.clone(), k.clone())  # liger may write its inputs
-            errors[name] = _agreement(name, rotate(*(x.clone() for x in inputs)), exact, case)
-            timed[name] = lambda rotate=rotate, inputs=inputs: rotate(*inputs)
-        q_in_place, k_in_place = q.clone(), k.clone()
-        in_place = lambda: apply_rope_qk_triton(  # noqa: E731
-            q_in_place, k_in_place, cos, sin, layout=layout, inplace=True
-        )
-        errors[TRITON_IN_PLACE] = _agreement(TRITON_IN_PLACE, in_place(), exact, case)
-        timed[TRITON_IN_PLACE] = in_place
-    else:  # the gradient of q and k from the gradient of their rotations: R(−θ)·grad
-        grad_q, grad_k = (
-            torch.randn(x.shape, generator=generator, device=device, dtype=dtype) for x in (q, k)
-        )
-        exact = [
-            apply_rope(g[:1].double(), cos64, -sin64, layout=layout, backend="reference")
-            for g in (grad_q, grad_k)
-        ]
-        timed[COPY] = lambda: (grad_q.clone(), grad_k.clone())
-        for name, rotate in rotations.items():
-            leaves = (q.detach().clone().requires_grad_(), k.detach().clone().requires_grad_())
-            outputs = rotate(*leaves)
-
-            def backward(outputs=outputs, leaves=leaves):
-                return torch.autograd.grad(outputs, leaves, (grad_q, grad_k), retain_graph=True)
-
-            errors[name] = _agreement(name, backward(), exact, case)
-            timed[name] = backward
+        timed, errors = _forward_calls(q, k, (cos, sin), (cos64, sin64), layout, rotations, case)
+    else:
+        timed, errors = _backward_calls(q, k, (cos64, sin64), layout, rotations, case, generator)
         skipped[TRITON_IN_PLACE] = "in place does not apply under autograd (it rotates out of place there)"
 
     timings = time_on_device(timed, rounds=rounds, device=device, before=flush.zero_)
