@@ -5,18 +5,30 @@ In-process tests of each command live in tests/cli/, one module per command modu
 
 from __future__ import annotations
 
+import importlib
+import re
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
+
+from posenc.cli import main
 
 
 def posenc(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "posenc", *argv], capture_output=True, text=True, check=False, timeout=timeout
     )
+
+
+def test_the_console_script_is_posenc_cli_main():
+    pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text()
+    target = re.search(r'^posenc = "([\w.]+):(\w+)"$', pyproject, re.MULTILINE)
+    assert target is not None
+    assert getattr(importlib.import_module(target.group(1)), target.group(2)) is main
 
 
 def test_the_installed_command_verifies_d_model_512_over_4096_positions():
@@ -42,7 +54,8 @@ def test_a_bad_value_is_one_line_without_usage_or_traceback():
     completed = posenc("bench", "sinusoidal", "--length", "-5")
     assert completed.returncode == 2
     assert completed.stderr.splitlines() == [
-        "posenc bench sinusoidal: error: argument --length: must be a positive integer, got -5"
+        "posenc bench sinusoidal: error: argument --length: must be a positive integer, got -5 "
+        "(see posenc bench sinusoidal --help)"
     ]
 
 

@@ -15,7 +15,9 @@ def test_parser_errors_raise_one_line_naming_the_subcommand():
     sub.add_argument("--rounds", type=positive_int)
     with pytest.raises(UsageError) as error:
         root.parse_args(["bench", "--rounds", "0"])
-    assert str(error.value) == "posenc bench: error: argument --rounds: must be a positive integer, got 0"
+    assert str(error.value) == (
+        "posenc bench: error: argument --rounds: must be a positive integer, got 0 (see posenc bench --help)"
+    )
 
 
 @pytest.mark.parametrize(

@@ -11,11 +11,12 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose errors raise :class:`UsageError` (one line) instead of printing the
-    usage block and exiting; :func:`posenc.cli.main` prints it and returns 2. Sub-parsers inherit it."""
+    """An ``ArgumentParser`` whose errors raise :class:`UsageError` (one line, pointing at ``--help``)
+    instead of printing the usage block and exiting; :func:`posenc.cli.main` prints it and returns 2.
+    Sub-parsers inherit it."""
 
-    def error(self, message: str):
-        raise UsageError(f"{self.prog}: error: {message}")
+    def error(self, message: str):  # argparse's hook for every refusal
+        raise UsageError(f"{self.prog}: error: {message} (see {self.prog} --help)")
 
 
 def positive_int(text: str) -> int:
