@@ -6,9 +6,14 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from posenc.table import Table, to_rich
+
+if TYPE_CHECKING:  # rich is imported when something is printed
+    import rich.console
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -72,13 +77,18 @@ def write_json(result: dict, path: Path | None) -> None:
         path.write_text(json.dumps(result, indent=2))
 
 
-def console(wide: bool = False):
+def console(wide: bool = False) -> rich.console.Console:
     """A rich console on stdout; ``wide``: 160 columns when stdout is not a terminal (files, pipes)."""
     from rich.console import Console
 
     return Console(width=None if not wide or sys.stdout.isatty() else 160)
 
 
-def print_table(table: Table, *, cell_style=None, out=None) -> None:
+def print_table(
+    table: Table,
+    *,
+    cell_style: Callable[[str], str | None] | None = None,
+    out: rich.console.Console | None = None,
+) -> None:
     """Print ``table`` with the rich writer of :mod:`posenc.table` (on ``out`` or a new console)."""
     (out or console()).print(to_rich(table, cell_style=cell_style))

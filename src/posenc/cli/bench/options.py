@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 from posenc.cli.options import positive_int
@@ -40,7 +41,7 @@ def require_cuda() -> None:
         raise ValueError(CUDA_MISSING.format(torch.__version__))
 
 
-def on_gpu(run):
+def on_gpu(run: Callable[[], dict]) -> dict:
     """Call ``run()``; a RuntimeError from it (triton missing, a CUDA failure) becomes a ValueError,
     which the command reports in one line with exit status 2."""
     try:
