@@ -170,17 +170,50 @@ def test_bad_input_is_refused_naming_the_value(build, message):
         build()
 
 
-def test_a_score_mod_only_encoding_is_refused_by_the_materialising_backends():
-    class ScoreModOnly(posenc.PositionalEncoding):
-        kind = "bias"
-        n_heads = 4
+class ScoreModOnly(posenc.PositionalEncoding):
+    """A bias given only as a score_mod: −0.1·|i − j| per head h times (h + 1)."""
 
-        def score_mod(self, q_offset=0, kv_offset=0, **positions):
-            return lambda score, b, h, i, j: score
+    kind = "bias"
 
-    with pytest.raises(ValueError, match="backend 'sdpa' needs a materialised bias .* use backend 'flex'"):
-        MultiHeadAttention(32, 4, encoding=ScoreModOnly(), backend="sdpa")
-    MultiHeadAttention(32, 4, encoding=ScoreModOnly(), backend="flex")
+    def __init__(self, n_heads: int = HEADS) -> None:
+        super().__init__()
+        self.n_heads = n_heads
+
+    def score_mod(self, q_offset=0, kv_offset=0, *, q_positions=None, k_positions=None):
+        return lambda score, b, h, i, j: score - 0.1 * (h + 1) * (q_positions[i] - k_positions[j]).abs()
+
+
+class BiasOnly(posenc.PositionalEncoding):
+    """The same bias given only as a materialised [h, i, j] tensor."""
+
+    kind = "bias"
+
+    def __init__(self, n_heads: int = HEADS) -> None:
+        super().__init__()
+        self.n_heads = n_heads
+
+    def bias(self, q_positions, k_positions):
+        distance = (q_positions[:, None] - k_positions[None, :]).abs().to(torch.float32)  # [i, j]
+        return -0.1 * torch.arange(1, self.n_heads + 1).view(-1, 1, 1) * distance  # [h, i, j]
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_an_encoding_giving_only_a_score_mod_or_only_a_bias_runs_on_every_backend(causal):
+    torch.manual_seed(0)
+    x = torch.randn(2, 9, D_MODEL)
+    plain = MultiHeadAttention(D_MODEL, HEADS, causal=causal)
+    outputs = []
+    for encoding in (ScoreModOnly(), BiasOnly()):
+        attention = MultiHeadAttention(D_MODEL, HEADS, encoding=encoding, backend="eager", causal=causal)
+        attention.load_state_dict(plain.state_dict())
+        for backend in ("eager", "sdpa", "flex"):
+            attention.backend = backend
+            with torch.no_grad():
+                outputs.append(attention(x, torch.arange(9) + 3))
+    for output in outputs[1:]:
+        torch.testing.assert_close(output, outputs[0], rtol=0, atol=1e-5)
+    with torch.no_grad():
+        assert (outputs[0] - plain(x)).abs().max() > 1e-2  # the bias is there
 
 
 def test_positions_of_the_wrong_shape_are_refused():

@@ -1,6 +1,6 @@
 """posenc: transformer positional encodings, implemented as the named models use them and verified."""
 
-from posenc.encodings import ENCODINGS, PositionalEncoding, available, build
+from posenc.encodings import ENCODINGS, PositionalEncoding, available, build, register
 from posenc.functional import sinusoidal_frequencies, sinusoidal_table
 
 __version__ = "0.1.0"
@@ -11,6 +11,7 @@ __all__ = [
     "__version__",
     "available",
     "build",
+    "register",
     "sinusoidal_frequencies",
     "sinusoidal_table",
 ]

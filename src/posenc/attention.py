@@ -1,10 +1,12 @@
 """Multi-head attention that takes any positional encoding through one interface.
 
-Every encoding is asked the same three questions on every call: ``rotate`` q and k (RoPE),
-``bias`` the scores (ALiBi, T5, Swin) or, for the flex backend, ``score_mod``. Additive
-encodings act on the embeddings before attention and answer with identities here.
+Every encoding is asked the same questions on every call: ``rotate`` q and k (RoPE), ``bias`` the
+scores (ALiBi, T5, Swin) or, for the flex backend, ``score_mod``, and ``score_terms`` that read q and
+k. Additive encodings act on the embeddings before attention and answer with identities here. The
+base class derives a score_mod from a bias and a bias from a score_mod, so every backend serves every
+encoding; a bias of the distance alone (``distance_bias``) takes a faster path on CPU.
 
-Backends, all computing softmax(q·kᵀ/√d + bias + mask)·v:
+Backends, all computing softmax(q·kᵀ/√d + bias + terms + mask)·v:
 
 - ``"eager"``: explicit float32 scores and softmax; the reference.
 - ``"sdpa"``: ``scaled_dot_product_attention`` with the bias (and mask) as a float ``attn_mask``.
@@ -120,7 +122,7 @@ class MultiHeadAttention(nn.Module):
         self.backend = check_choice("backend", backend, BACKENDS)
         self.causal = bool(causal)
         self.encoding = build("nope") if encoding is None else encoding
-        _check_encoding(self.encoding, self.n_heads, self.backend)
+        _check_encoding(self.encoding, self.n_heads)
         self.q_proj = nn.Linear(d_model, self.n_heads * self.d_head, bias=False)
         self.k_proj = nn.Linear(d_model, self.n_kv_heads * self.d_head, bias=False)
         self.v_proj = nn.Linear(d_model, self.n_kv_heads * self.d_head, bias=False)
@@ -136,11 +138,14 @@ class MultiHeadAttention(nn.Module):
         """
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape [b, s, d_model={self.d_model}], got {tuple(x.shape)}")
+        return self.forward_at(x, continued_positions(positions, x, cache), cache)
+
+    def forward_at(
+        self, x: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None
+    ) -> torch.Tensor:
+        """:meth:`forward` at positions already resolved (``[s]`` or ``[b, s]`` int64 on x's device),
+        as a model resolves them once for all its layers."""
         b, s, _ = x.shape
-        start = cache.length if cache is not None else 0
-        positions = resolve_positions(
-            torch.arange(start, start + s, device=x.device) if positions is None else positions, x, seq_dim=1
-        )
         q = self.q_proj(x).view(b, s, self.n_heads, self.d_head).transpose(1, 2)  # [b, h, s, d]
         k = self.k_proj(x).view(b, s, self.n_kv_heads, self.d_head).transpose(1, 2)  # [b, h_kv, s, d]
         v = self.v_proj(x).view(b, s, self.n_kv_heads, self.d_head).transpose(1, 2)  # [b, h_kv, s, d]
@@ -166,14 +171,19 @@ class MultiHeadAttention(nn.Module):
         q_positions: torch.Tensor,
         k_positions: torch.Tensor,
     ) -> torch.Tensor:
-        """softmax(q·kᵀ/√d + bias + mask)·v for q ``[b, h, i, d]``, k, v ``[b, h_kv, j, d]``."""
+        """softmax(q·kᵀ/√d + bias + terms + mask)·v for q ``[b, h, i, d]``, k, v ``[b, h_kv, j, d]``.
+
+        The bias is the encoding's ``bias`` (or, on flex, its ``score_mod``); the terms its
+        ``score_terms``, which read q and k. Every backend serves every encoding.
+        """
+        terms = self.encoding.score_terms(q, k, q_positions, k_positions)  # [b, h, i, j] or None
         if self.backend == "flex":
-            return self._flex(q, k, v, q_positions, k_positions)
-        if self.backend == "sdpa" and self._distance_only(q, k, q_positions, k_positions):
+            return self._flex(q, k, v, q_positions, k_positions, terms)
+        if self.backend == "sdpa" and terms is None and self._per_distance(q, k, q_positions, k_positions):
             # A bias of i − j alone, at consecutive positions: SDPA reads it as a strided view of one
             # per-distance table (posenc.kernels.alibi_cpu), with no [h, i, j] tensor.
             return relative_attention(q, k, v, self.encoding.distance_bias, causal=self.causal)
-        bias = self.encoding.bias(q_positions, k_positions)  # [(b,) h, i, j] or None
+        bias = _sum(self.encoding.bias(q_positions, k_positions), terms)  # [(b,) h, i, j] or None
         mask = self._mask(q.shape[2], k.shape[2], q.device)  # [i, j] bool or None
         if self.backend == "sdpa":
             attn_mask = _float_mask(bias, mask, q.dtype)
@@ -182,19 +192,17 @@ class MultiHeadAttention(nn.Module):
             )
         return self._eager(q, k, v, bias, mask)
 
-    def _distance_only(self, q, k, q_positions, k_positions) -> bool:
-        """Whether the fast CPU path applies: a bias of the distance alone, consecutive positions."""
-        if q.device.type != "cpu" or getattr(self.encoding, "distance_bias", None) is None:
-            return False
-        if torch.compiler.is_compiling():  # whether positions are consecutive is a host value
+    def _per_distance(self, q, k, q_positions, k_positions) -> bool:
+        """Whether the per-distance CPU path applies: consecutive positions, a bias of the distance alone."""
+        if q.device.type != "cpu" or torch.compiler.is_compiling():  # consecutive? is a host value
             return False
         if q_positions.dim() != 1 or k_positions.dim() != 1:
             return False
         k_len, q_len = k.shape[2], q.shape[2]
-        return bool(
-            torch.equal(k_positions, torch.arange(k_len, device=k.device))
-            and torch.equal(q_positions, torch.arange(k_len - q_len, k_len, device=q.device))
+        consecutive = torch.equal(k_positions, torch.arange(k_len, device=k.device)) and torch.equal(
+            q_positions, torch.arange(k_len - q_len, k_len, device=q.device)
         )
+        return consecutive and self.encoding.distance_bias(torch.zeros(1, dtype=torch.long)) is not None
 
     def _mask(self, q_len: int, k_len: int, device) -> torch.Tensor | None:
         if not self.causal:
@@ -212,8 +220,10 @@ class MultiHeadAttention(nn.Module):
             scores = scores.masked_fill(~mask, float("-inf"))
         return (scores.softmax(dim=-1) @ v.float()).to(q.dtype)
 
-    def _flex(self, q, k, v, q_positions, k_positions) -> torch.Tensor:
+    def _flex(self, q, k, v, q_positions, k_positions, terms) -> torch.Tensor:
         score_mod = self.encoding.score_mod(q_positions=q_positions, k_positions=k_positions)
+        if terms is not None:
+            score_mod = _with_terms(score_mod, terms)
         if q.device.type == "cpu":  # never the compiled CPU kernel: see the module docstring
             return self._score_mod_reference(q, k, v, score_mod)
         block_mask = _causal_block_mask(q.shape[2], k.shape[2], q.device.type) if self.causal else None
@@ -249,6 +259,33 @@ class MultiHeadAttention(nn.Module):
         return torch.cat(outputs, dim=2) if len(outputs) > 1 else outputs[0]
 
 
+def continued_positions(
+    positions: torch.Tensor | None, x: torch.Tensor, cache: KVCache | None
+) -> torch.Tensor:
+    """Positions of x's tokens ``[s]`` or ``[b, s]``: those given, or the cache's continuation
+    ``cache.length + arange(s)`` (from 0 without a cache). The one place the KV offset is read."""
+    if positions is None:
+        start = cache.length if cache is not None else 0
+        positions = torch.arange(start, start + x.shape[1], device=x.device)
+    return resolve_positions(positions, x, seq_dim=1)
+
+
+def _sum(bias: torch.Tensor | None, terms: torch.Tensor | None) -> torch.Tensor | None:
+    if bias is None or terms is None:
+        return terms if bias is None else bias
+    return bias + terms
+
+
+def _with_terms(score_mod, terms: torch.Tensor):
+    """A score_mod adding ``terms[b, h, q_idx, kv_idx]`` to what ``score_mod`` (or nothing) gives."""
+
+    def with_terms(score, b, h, q_idx, kv_idx):
+        score = score if score_mod is None else score_mod(score, b, h, q_idx, kv_idx)
+        return score + terms[b, h, q_idx, kv_idx].to(score.dtype)
+
+    return with_terms
+
+
 def _float_mask(
     bias: torch.Tensor | None, mask: torch.Tensor | None, dtype: torch.dtype
 ) -> torch.Tensor | None:
@@ -258,18 +295,9 @@ def _float_mask(
     return blocked if bias is None else bias.to(dtype) + blocked
 
 
-def _check_encoding(encoding: PositionalEncoding, n_heads: int, backend: str) -> None:
+def _check_encoding(encoding: PositionalEncoding, n_heads: int) -> None:
     if not isinstance(encoding, PositionalEncoding):
         raise TypeError(f"encoding must be a PositionalEncoding, got {type(encoding).__name__}")
     heads = getattr(encoding, "n_heads", None)
-    if encoding.kind == "bias" and heads != n_heads:
+    if encoding.acts_in_attention and heads is not None and heads != n_heads:
         raise ValueError(f"the encoding's bias has {heads} heads but attention has n_heads={n_heads}")
-    if backend == "flex" and encoding.kind == "bias" and encoding.score_mod() is None:
-        raise ValueError(
-            f"backend 'flex' needs a score_mod and {type(encoding).__name__} has none; use backend 'eager' or 'sdpa'"
-        )
-    if backend != "flex" and encoding.kind == "bias" and type(encoding).bias is PositionalEncoding.bias:
-        raise ValueError(
-            f"backend {backend!r} needs a materialised bias and {type(encoding).__name__} gives only a "
-            "score_mod; use backend 'flex'"
-        )

@@ -13,25 +13,16 @@ import torch
 from torch import nn
 
 from posenc._validation import check_positive_int
-from posenc.attention import KVCache, MultiHeadAttention
+from posenc.attention import KVCache, MultiHeadAttention, continued_positions
 from posenc.encodings import PositionalEncoding, build, encoding_class
-from posenc.encodings.base import resolve_positions
 
 
 def default_encoding_arguments(name: str, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
-    """Arguments that fit a model of this shape, for each registered encoding."""
-    d_head = d_model // n_heads
-    arguments = {
-        "sinusoidal": {"d_model": d_model},
-        "learned": {"max_len": max_len, "d_model": d_model},
-        "rope": {"d_head": d_head},
-        "alibi": {"n_heads": n_heads, "symmetric": not causal},
-        "t5": {"n_heads": n_heads, "bidirectional": not causal},
-        "swin": {"n_heads": n_heads},
-        "nope": {},
-    }
-    encoding_class(name)  # unknown names: the registry's error, listing the valid ones
-    return arguments.get(name, {})
+    """Arguments that fit a model of this shape for the encoding registered as ``name`` (its own
+    ``model_arguments``); unknown names get the registry's error, listing the valid ones."""
+    return encoding_class(name).model_arguments(
+        d_model=d_model, n_heads=n_heads, max_len=max_len, causal=causal
+    )
 
 
 def check_token_ids(tokens: torch.Tensor, vocab_size: int) -> None:
@@ -54,7 +45,8 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        x = x + self.attention(self.attention_norm(x), positions, cache)  # [b, s, d]
+        """x ``[b, s, d]`` at resolved positions ``[s]`` or ``[b, s]``."""
+        x = x + self.attention.forward_at(self.attention_norm(x), positions, cache)  # [b, s, d]
         return x + self.mlp(self.mlp_norm(x))
 
 
@@ -66,7 +58,7 @@ class TransformerLM(nn.Module):
         d_model, n_layers, n_heads, n_kv_heads, d_ff: the usual sizes (d_ff defaults to 4·d_model).
         encoding: a registered name or a ``PositionalEncoding``.
         encoding_kwargs: overrides for the arguments built from the model's sizes.
-        max_len: positions of a learned table (only the ``learned`` encoding uses it).
+        max_len: the longest sequence the model is built for: a learned table's size, T5's bucket range.
         share_encoding: one encoding for every layer (T5 shares its table); False gives each layer its own
             copy of an encoding that acts inside attention (an additive one acts once, on the embeddings,
             so it is never copied into layers where it would receive no gradient).
@@ -151,10 +143,7 @@ class TransformerLM(nn.Module):
         if not torch.compiler.is_compiling():  # a host sync; compiled code bounds-checks the lookup itself
             check_token_ids(tokens, self.vocab_size)
         x = self.token_embedding(tokens)  # [b, s, d − added]
-        start = caches[0].length if caches else 0
-        if positions is None:
-            positions = torch.arange(start, start + tokens.shape[1], device=tokens.device)
-        positions = resolve_positions(positions, x, seq_dim=1)
+        positions = continued_positions(positions, x, caches[0] if caches else None)  # once for every layer
         x = self.encoding.embed(x, positions)  # [b, s, d]
         for index, block in enumerate(self.blocks):
             x = block(x, positions, caches[index] if caches else None)

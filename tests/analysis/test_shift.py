@@ -62,5 +62,5 @@ def test_default_shifts_stay_inside_a_learned_table():
     assert len(positions) == 7 and shifts == (1, 7)
     positions, shifts = shift_plan(build("learned", max_len=4, d_model=8))
     assert len(positions) == 2 and shifts == (1,)
-    with pytest.raises(ValueError, match="max_len=1 leaves no room to shift"):
+    with pytest.raises(ValueError, match="a table of 1 positions leaves no room to shift"):
         shift_plan(build("learned", max_len=1, d_model=8))

@@ -7,7 +7,7 @@ import torch
 
 from posenc import available, build
 from posenc.analysis import PROPERTY_NAMES, properties, specimen
-from posenc.analysis.specimens import SPECIMEN_KWARGS
+from posenc.analysis.specimens import specimen_arguments
 from posenc.analysis.verification import _ulps
 from posenc.encodings import ALiBi, RotaryEncoding, SinusoidalEncoding
 
@@ -90,7 +90,7 @@ def test_parameters_counted_from_modules_grow_as_the_formula_says(measured):
 def test_every_registered_encoding_has_a_specimen_in_eval_mode_drawn_from_its_seed(name):
     first, again, other = specimen(name), specimen(name), specimen(name, seed=1)
     assert first.training is False
-    assert isinstance(first, type(build(name, **SPECIMEN_KWARGS[name])))
+    assert isinstance(first, type(build(name, **specimen_arguments(name))))
     for (key, p), q, r in zip(
         first.state_dict().items(), again.state_dict().values(), other.state_dict().values(), strict=True
     ):
@@ -150,7 +150,7 @@ class PerPositionFrequencies(RotaryEncoding):
     def cos_sin(self, positions):
         generator = torch.Generator().manual_seed(0)
         table = torch.rand(1 << 12, self.rotary_dim // 2, generator=generator, dtype=torch.float64)
-        angle = positions.to(torch.float64)[..., None] * table[positions]  # [..., s, r/2]
+        angle = positions.to(torch.float64)[..., None] * table[positions % (1 << 12)]  # [..., s, r/2]
         return angle.cos(), angle.sin()
 
 

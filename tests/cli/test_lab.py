@@ -19,4 +19,4 @@ def test_an_interrupt_inside_the_lab_ends_in_one_line_and_status_130(cli, monkey
         raise KeyboardInterrupt
 
     monkeypatch.setattr(posenc.lab.cli, "_presets", interrupted)
-    cli("lab", "presets").assert_refused("posenc lab: interrupted", code=130)
+    cli("lab", "presets").assert_refused("posenc lab presets: interrupted", code=130)

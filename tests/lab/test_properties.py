@@ -26,10 +26,11 @@ def test_shift_test_verdicts(name, arguments, verdict):
 
 
 def test_t5_table_does_not_grow_with_length_and_learned_does():
-    t5 = {"n_heads": 4, "num_buckets": 32, "max_distance": 64}
-    assert parameters_at("t5", t5) == 32 * 4 == parameters_at("t5", t5 | {"max_distance": 128})
-    assert parameters_at("learned", {"max_len": 128, "d_model": 16}) == 2 * parameters_at(
-        "learned", {"max_len": 64, "d_model": 16}
+    t5 = build("t5", n_heads=4, num_buckets=16, max_distance=64)
+    assert parameters_at(t5, 64, 32) == 16 * 4 == parameters_at(t5, 128, 32) == count_parameters(t5)
+    learned = build("learned", max_len=64, d_model=16)
+    assert (
+        parameters_at(learned, 128, 16) == 2 * parameters_at(learned, 64, 16) == 2 * count_parameters(learned)
     )
 
 

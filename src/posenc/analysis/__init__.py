@@ -16,7 +16,7 @@ from posenc.analysis.rotation import (
     sinusoidal_shift_matrix,
 )
 from posenc.analysis.shift import attention_logits, logit_shift_change, position_sensitivity
-from posenc.analysis.specimens import SPECIMEN_KWARGS, specimen
+from posenc.analysis.specimens import specimen, specimen_arguments
 from posenc.analysis.spectrum import scaled_inv_freq, scaling_examples, wavelengths
 from posenc.analysis.tables import (
     bias_by_distance,
@@ -30,7 +30,7 @@ from posenc.analysis.verification import PROPERTY_NAMES, Property, properties
 
 __all__ = [
     "PROPERTY_NAMES",
-    "SPECIMEN_KWARGS",
+    "specimen_arguments",
     "DistanceSummary",
     "Property",
     "attention_logits",

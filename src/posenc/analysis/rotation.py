@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from posenc._validation import check_choice, check_even_positive_int, check_int, check_positive_float
-from posenc.encodings.base import PositionalEncoding
-from posenc.functional.angles import reduced_angles
+from posenc._validation import check_choice, check_int
+from posenc.encodings import PositionalEncoding, SinusoidalEncoding
 from posenc.functional.rope import LAYOUTS
-from posenc.functional.sinusoidal import sinusoidal_frequency_pieces
 
 
 def rotation_matrix(
@@ -40,20 +38,14 @@ def sinusoidal_shift_matrix(offset: int, d_model: int, base: float = 10000.0) ->
     [sin(a+b), cos(a+b)] = [[cos b, sin b], [−sin b, cos b]] · [sin a, cos a], b = k·ω_i, built from
     the same exact frequencies and angle reduction as the table.
     """
-    offset = check_int("offset", offset)
-    pieces = sinusoidal_frequency_pieces(
-        check_even_positive_int("d_model", d_model), check_positive_float("base", base)
-    )
-    return rotation_matrix(
-        reduced_angles(torch.tensor(-offset), pieces)
-    )  # the transpose of the rotation by b
+    return SinusoidalEncoding(d_model, base=base).shift_map(check_int("offset", offset))
 
 
-def linear_map_residual(table: torch.Tensor, offset: int, base: float = 10000.0) -> float:
-    """max |PE(pos + k) − M_k · PE(pos)| over a sinusoidal table ``[T, d]`` (0 at float64 rounding)."""
+def linear_map_residual(table: torch.Tensor, offset: int, shift: torch.Tensor) -> float:
+    """max |PE(pos + k) − M_k · PE(pos)| over a code table ``[T, d]`` for M_k = ``shift`` ``[d, d]``
+    (0 at float64 rounding where M_k is the code's shift map)."""
     table = table.to(torch.float64)  # [T, d]
-    shift = sinusoidal_shift_matrix(offset, table.shape[-1], base)  # [d, d]
-    return float((table[offset:] - table[:-offset] @ shift.T).abs().max())
+    return float((table[offset:] - table[:-offset] @ shift.to(torch.float64).T).abs().max())
 
 
 def relative_logit_deviation(

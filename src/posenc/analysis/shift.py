@@ -13,10 +13,7 @@ import math
 import torch
 
 from posenc._validation import as_positions, check_int, check_positive_int
-from posenc.encodings import PositionalEncoding, SwinRelativeBias
-
-#: Shifts every encoding is measured at (Swin at translations inside its window, see ``shift_plan``).
-DEFAULT_SHIFTS = (1, 7, 100)
+from posenc.encodings import PositionalEncoding
 
 
 def attention_logits(
@@ -59,35 +56,11 @@ def attention_logits(
 
 
 def shift_plan(encoding: PositionalEncoding, shifts=None, seq_len: int = 16) -> tuple[torch.Tensor, tuple]:
-    """The positions ``[s]`` and shifts at which ``logit_shift_change`` measures ``encoding``.
-
-    Positions are 0 … seq_len−1; by default the shifts of ``DEFAULT_SHIFTS``, or for a learned table
-    those that keep every position inside it (at most half the table is shifted). Swin's positions are token indices of a 2-D window, where a shift
-    of the flattened index is a translation only when no row wraps: it takes the first half row
-    and, by default, shifts that move it along a row or down whole rows.
-    """
-    seq_len = check_positive_int("seq_len", seq_len)
-    if not isinstance(encoding, SwinRelativeBias):
-        if shifts is not None:
-            return torch.arange(seq_len), tuple(check_int("shift", s) for s in shifts)
-        table = getattr(encoding, "max_len", None)  # a learned table: stay inside it
-        if table is None:
-            return torch.arange(seq_len), DEFAULT_SHIFTS
-        seq_len = min(seq_len, table // 2)
-        if seq_len < 1:
-            raise ValueError(f"a learned table of max_len={table} leaves no room to shift a position")
-        return torch.arange(seq_len), tuple(s for s in DEFAULT_SHIFTS if seq_len + s <= table)
-    rows, cols = (encoding.window,) * 2 if isinstance(encoding.window, int) else encoding.window
-    length = cols // 2 + 1
-    if shifts is None:
-        shifts = (1, cols - length, cols, (rows - 1) * cols + cols - length)
-    for shift in shifts:
-        if not 0 <= shift % cols <= cols - length or shift // cols >= rows:
-            raise ValueError(
-                f"shift {shift} is not a translation of tokens 0 … {length - 1} inside a "
-                f"{rows}×{cols} Swin window (a row would wrap or leave the window)"
-            )
-    return torch.arange(length), tuple(shifts)
+    """The positions ``[s]`` and shifts at which ``logit_shift_change`` measures ``encoding``: the
+    encoding's own ``translations`` (0 … seq_len − 1 shifted by 1, 7 and 100, kept inside a table;
+    Swin's half row moved along a row or down rows), or the ``shifts`` given, checked by it."""
+    shifts = None if shifts is None else tuple(check_int("shift", s) for s in shifts)
+    return encoding.translations(check_positive_int("seq_len", seq_len), shifts)
 
 
 def logit_shift_change(encoding: PositionalEncoding, shifts=None, *, seq_len: int = 16, seed: int = 0):

@@ -11,21 +11,19 @@ from collections.abc import Iterable
 import torch
 
 from posenc._validation import as_positions, check_positive_int
-from posenc.encodings import AdditiveEncoding, PositionalEncoding, SwinRelativeBias
+from posenc.encodings import PositionalEncoding
 from posenc.functional.relative import t5_relative_bucket
 
 
-def code_table(encoding: AdditiveEncoding, length: int) -> torch.Tensor:
+def code_table(encoding: PositionalEncoding, length: int) -> torch.Tensor:
     """The codes of positions 0 … length−1, one row per position, float64 ``[T, d_model]``.
 
     Raises:
-        TypeError: an encoding that adds no code to the embeddings (not an ``AdditiveEncoding``).
+        TypeError: an encoding that adds no code to the embeddings (its ``codes`` gives None).
         ValueError: a non-positive ``length``, or one past a learned table's ``max_len``.
     """
-    if not isinstance(encoding, AdditiveEncoding):
-        raise TypeError(
-            f"encoding must add a code per position (an AdditiveEncoding), got {type(encoding).__name__}"
-        )
+    if encoding.codes(torch.arange(1)) is None:
+        raise TypeError(f"encoding must add a code per position, and {type(encoding).__name__} adds none")
     length = check_positive_int("length", length)
     with torch.no_grad():
         return encoding.codes(torch.arange(length)).detach().to(torch.float64)  # [T, d]
@@ -67,10 +65,10 @@ def bias_by_distance(
         TypeError: a Swin encoding.
         ValueError: an encoding that adds no bias (its ``bias`` returns None), non-integer distances.
     """
-    if isinstance(encoding, SwinRelativeBias):
+    if encoding.position_axes != 1:
         raise TypeError(
-            "encoding must bias by 1-D distance; SwinRelativeBias biases by 2-D window offset "
-            "(use swin_offset_table)"
+            f"encoding must bias by 1-D distance; {type(encoding).__name__}'s positions index tokens on "
+            f"{encoding.position_axes} axes"
         )
     distances = as_positions(distances, name="distances").flatten()  # [n]
     query = max(int(distances.max()), 0)
@@ -81,21 +79,19 @@ def bias_by_distance(
     return bias[:, 0, :].detach().to(torch.float64)  # [h, n]
 
 
-def swin_offset_table(encoding: SwinRelativeBias) -> torch.Tensor:
+def swin_offset_table(encoding: PositionalEncoding) -> torch.Tensor:
     """Swin's learned table per head on the grid of 2-D offsets, float64 ``[h, 2Wh−1, 2Ww−1]``.
 
     Entry ``[h, dy + Wh − 1, dx + Ww − 1]`` is the bias head h adds between a query token and a key
     token dy rows and dx columns before it (dy = y_query − y_key, dx = x_query − x_key).
 
     Raises:
-        TypeError: not a ``SwinRelativeBias``.
+        TypeError: an encoding without a table of 2-D offsets.
     """
-    if not isinstance(encoding, SwinRelativeBias):
-        raise TypeError(f"encoding must be a SwinRelativeBias, got {type(encoding).__name__}")
-    window = encoding.window
-    height, width = (window, window) if isinstance(window, int) else window
-    table = encoding.table.detach().to(torch.float64)  # [(2Wh−1)(2Ww−1), h]
-    return table.T.reshape(encoding.n_heads, 2 * height - 1, 2 * width - 1)  # [h, 2Wh−1, 2Ww−1]
+    offset_table = getattr(encoding, "offset_table", None)
+    if offset_table is None:
+        raise TypeError(f"encoding must hold a table of 2-D offsets (Swin), got {type(encoding).__name__}")
+    return offset_table()  # [h, 2Wh−1, 2Ww−1]
 
 
 def t5_bucket_map(

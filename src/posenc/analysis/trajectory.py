@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import torch
 
 from posenc._validation import as_positions, check_choice, check_even_positive_int
-from posenc.encodings import RotaryEncoding
+from posenc.encodings import PositionalEncoding
 from posenc.functional.rope import LAYOUTS
 
 
@@ -28,7 +28,7 @@ def pair_channels(rotary_dim: int, layout: str = "half") -> tuple[torch.Tensor, 
 
 
 def rotation_trajectory(
-    encoding: RotaryEncoding, vector: torch.Tensor, positions: int | torch.Tensor | Iterable[int]
+    encoding: PositionalEncoding, vector: torch.Tensor, positions: int | torch.Tensor | Iterable[int]
 ) -> torch.Tensor:
     """The pairs (x'_a, x'_b) of ``vector`` rotated as a query at each position, float64 ``[n, r/2, 2]``.
 
@@ -41,11 +41,11 @@ def rotation_trajectory(
         positions: positions ``[n]`` (an int n means 0 … n−1).
 
     Raises:
-        TypeError: not a ``RotaryEncoding``.
+        TypeError: an encoding that is not rotary.
         ValueError: a vector that is not ``[d_head]``, non-integer positions.
     """
-    if not isinstance(encoding, RotaryEncoding):
-        raise TypeError(f"encoding must be a RotaryEncoding, got {type(encoding).__name__}")
+    if encoding.kind != "rotary":
+        raise TypeError(f"encoding must be rotary, got {type(encoding).__name__} of kind {encoding.kind!r}")
     if not isinstance(vector, torch.Tensor) or tuple(vector.shape) != (encoding.d_head,):
         shape = tuple(vector.shape) if isinstance(vector, torch.Tensor) else type(vector).__name__
         raise ValueError(f"vector must be a tensor [d_head={encoding.d_head}], got {shape}")

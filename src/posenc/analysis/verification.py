@@ -16,22 +16,12 @@ from dataclasses import asdict, dataclass
 import torch
 
 from posenc._validation import check_positive_int
-from posenc.analysis.dot_product import closed_form_dot, dot_by_distance
+from posenc.analysis.dot_product import dot_by_distance
 from posenc.analysis.precision import RECIPES
 from posenc.analysis.rotation import linear_map_residual, norm_change
 from posenc.analysis.shift import logit_shift_change, position_sensitivity
-from posenc.encodings import (
-    AdditiveEncoding,
-    ALiBi,
-    LearnedEncoding,
-    PositionalEncoding,
-    RotaryEncoding,
-    SinusoidalEncoding,
-    SwinRelativeBias,
-    T5RelativeBias,
-)
+from posenc.encodings import PositionalEncoding
 from posenc.functional.angles import exact_cos_sin, split_frequencies
-from posenc.functional.sinusoidal import sinusoidal_table
 
 #: Relative error accepted where a claim is an identity (float64 arithmetic throughout).
 IDENTITY_TOLERANCE = 1e-9
@@ -84,23 +74,37 @@ def _at_most(name: str, value: float, limit: float, passed: str, failed: str) ->
     return Property(name, float(value), f"≤ {limit:.3g}", holds, passed if holds else failed)
 
 
-def _codes(encoding: AdditiveEncoding, length: int) -> torch.Tensor:
-    """The position codes ``[T, d]`` in float64 (what ``embed`` adds or concatenates)."""
+def _codes(encoding: PositionalEncoding, length: int) -> torch.Tensor | None:
+    """The position codes ``[T, d]`` in float64 (what ``embed`` adds or concatenates), or None."""
     with torch.no_grad():
-        return encoding.codes(torch.arange(length)).to(torch.float64)
+        codes = encoding.codes(torch.arange(length))
+    return None if codes is None else codes.to(torch.float64)
 
 
-def _rotary_codes(encoding: RotaryEncoding, length: int) -> torch.Tensor:
-    """The rotation of each position as a code ``[T, r]``: (cos mθ_k, sin mθ_k) for every pair k."""
-    cos, sin = encoding.cos_sin(torch.arange(length))  # [T, r/2] float64
-    return torch.cat((cos, sin), dim=-1)
+def _rotary_codes(encoding: PositionalEncoding, length: int) -> torch.Tensor | None:
+    """The rotation of each position as a code ``[T, r]``: (cos mθ_k, sin mθ_k) for every pair k, or None."""
+    tables = encoding.rotation_tables(torch.arange(length))  # [T, r/2] each, float64
+    return None if tables is None else torch.cat(tables, dim=-1)
 
 
-def _relative_biases(encoding: PositionalEncoding, length: int) -> torch.Tensor:
-    """The bias of each head at query − key distances 0 … length−1, ``[h, T]`` float64."""
+def _measured_length(encoding: PositionalEncoding, length: int) -> int:
+    """Positions 0 … T−1 that a 1-D claim is measured over: ``length``, within the encoding's positions."""
+    limit = encoding.position_limit
+    return length if limit is None else min(length, limit)
+
+
+def _relative_biases(encoding: PositionalEncoding, length: int) -> torch.Tensor | None:
+    """The bias of each head at query − key distances 0 … length−1, ``[h, T]`` float64, or None."""
     with torch.no_grad():
         bias = encoding.bias(torch.tensor([length - 1]), torch.arange(length - 1, -1, -1))  # [h, 1, T]
-    return bias[:, 0].to(torch.float64)
+    return None if bias is None else bias[:, 0].to(torch.float64)
+
+
+def _no_distance(encoding: PositionalEncoding) -> str | None:
+    """Why 1-D distances mean nothing for the encoding's positions, or None when they do."""
+    if encoding.position_axes == 1:
+        return None
+    return f"its positions index tokens on {encoding.position_axes} axes: i − j is no distance"
 
 
 def _pairwise_min_distance(codes: torch.Tensor) -> float:
@@ -118,15 +122,16 @@ def bounded(encoding: PositionalEncoding, length: int) -> Property:
 
     Biases: max |bias| within 4T over max |bias| within T (1 when bounded).
     """
-    if isinstance(encoding, AdditiveEncoding):
-        value = float(_codes(encoding, length).abs().max())
+    codes = _codes(encoding, length)
+    if codes is not None:
+        value = float(codes.abs().max())
         why = (
-            "sin and cos lie in [−1, 1] at every position"
-            if isinstance(encoding, SinusoidalEncoding)
-            else "measured on the current table: a learned table has no bound by construction"
+            "the codes are sin and cos pairs: they lie in [−1, 1] at every position"
+            if encoding.frequencies() is not None
+            else "measured on the current codes: nothing bounds a learned table by construction"
         )
         return _at_most("bounded", value, 1.0, why, f"a code value reaches {value:.3g}; {why}")
-    if isinstance(encoding, RotaryEncoding):
+    if encoding.kind == "rotary":
         change = norm_change(encoding, d_head=encoding.d_head, seq_len=length)
         return _at_most(
             "bounded",
@@ -135,7 +140,11 @@ def bounded(encoding: PositionalEncoding, length: int) -> Property:
             "a rotation keeps ‖q‖ and ‖k‖: position cannot dominate the content",
             "q and k change norm with position (xPos scaling or an attention factor ≠ 1)",
         )
-    if encoding.kind == "bias" and not isinstance(encoding, SwinRelativeBias):
+    if encoding.kind == "bias":
+        if (why := _no_distance(encoding)) or encoding.position_limit is not None:
+            return _not_applicable(
+                "bounded", why or f"its positions end at {encoding.position_limit}: nothing grows"
+            )
         near = float(_relative_biases(encoding, length).abs().max())
         far = float(_relative_biases(encoding, 4 * length).abs().max())
         return _at_most(
@@ -146,46 +155,43 @@ def bounded(encoding: PositionalEncoding, length: int) -> Property:
             f"|bias| grows with distance ({near:.3g} within {length}, {far:.3g} within {4 * length}): "
             "a penalty linear in distance, by design",
         )
-    if isinstance(encoding, SwinRelativeBias):
-        return _not_applicable("bounded", "a table over the offsets of one window: nothing grows")
     return _not_applicable("bounded", "no position code")
 
 
 def unique(encoding: PositionalEncoding, length: int) -> Property:
     """Seed 004 property 2: the smallest distance between two codes of different positions (distances)."""
-    if isinstance(encoding, AdditiveEncoding):
-        codes, what = _codes(encoding, length), "position codes"
-    elif isinstance(encoding, RotaryEncoding):
+    codes, what = _codes(encoding, length), "position codes"
+    if codes is None:
         codes, what = _rotary_codes(encoding, length), "rotations (cos, sin of every pair)"
-    elif encoding.kind == "bias" and not isinstance(encoding, SwinRelativeBias):
-        codes, what = _relative_biases(encoding, length).T, "per-head biases of distances"
-    elif isinstance(encoding, SwinRelativeBias):
-        codes, what = encoding.table.detach().to(torch.float64), "per-head biases of window offsets"
-    else:
+    if codes is None and encoding.kind == "bias":
+        length = _measured_length(encoding, length)
+        codes = _relative_biases(encoding, length).T
+        what = "per-head biases of " + ("2-D offsets" if _no_distance(encoding) else "distances")
+    if codes is None:
         return _not_applicable("unique", "no position code: every position looks the same")
     value = _pairwise_min_distance(codes)
     limit = 1e-6
     holds = value > limit
-    if holds:
-        reason = f"every two of the {codes.shape[0]} {what} differ"
-    elif isinstance(encoding, T5RelativeBias):
-        reason = (
-            f"distances ≥ {encoding.num_buckets // (2 if encoding.bidirectional else 1) // 2} share "
-            "logarithmic buckets (and all distances ≥ max_distance one bucket): T5 tells them apart only "
-            "up to its exact range"
+    reason = (
+        f"every two of the {codes.shape[0]} {what} differ"
+        if holds
+        else f"two of the {codes.shape[0]} {what} coincide"
+        + (
+            "; far distances share buckets: told apart only within the exact range"
+            if encoding.kind == "bias"
+            else ""
         )
-    else:
-        reason = f"two of the {codes.shape[0]} {what} coincide"
+    )
     return Property("unique", value, f"> {limit:g}", holds, reason)
 
 
 def translation_invariant(encoding: PositionalEncoding, length: int) -> Property:
     """Seeds 000/002: PE[i]·PE[i+d] depends only on d (spread over i, relative to ‖PE‖²)."""
-    if not isinstance(encoding, AdditiveEncoding):
+    codes = _codes(encoding, length)
+    if codes is None:
         return _not_applicable(
             "translation_invariant", "acts inside attention: see 'relative' for its shift test"
         )
-    codes = _codes(encoding, length)
     dots = dot_by_distance(codes, range(length // 2))
     scale = float((codes * codes).sum(dim=-1).mean())
     spread = max(float(values.max() - values.min()) for values in dots.values()) / scale
@@ -199,42 +205,45 @@ def translation_invariant(encoding: PositionalEncoding, length: int) -> Property
 
 
 def closed_form(encoding: PositionalEncoding, length: int) -> Property:
-    """Seed 002: PE[i]·PE[i+d] equals Σ_k cos(d·ω_k), relative to d_model/2."""
-    if not isinstance(encoding, SinusoidalEncoding):
-        return _not_applicable("closed_form", "no closed form: only the sinusoidal code has Σ_k cos(d·ω_k)")
+    """Seed 002: PE[i]·PE[i+d] equals the encoding's closed form (Σ_k cos(d·ω_k)), relative to ‖PE‖²."""
     codes = _codes(encoding, length)
-    distances = range(length // 2)
-    dots = dot_by_distance(codes, distances)
-    expected = closed_form_dot(torch.tensor(list(distances)), encoding.d_model, encoding.base)
-    deviation = max(float((dots[d] - expected[d]).abs().max()) for d in distances) / (encoding.d_model / 2)
+    distances = torch.arange(length // 2)
+    expected = None if codes is None else encoding.closed_form_dot(distances)
+    if expected is None:
+        return _not_applicable("closed_form", "no closed form for the dot product of its codes")
+    dots = dot_by_distance(codes, distances.tolist())
+    scale = float((codes * codes).sum(dim=-1).mean())
+    deviation = max(float((dots[d] - expected[d]).abs().max()) for d in distances.tolist()) / scale
     return _at_most(
         "closed_form",
         deviation,
         IDENTITY_TOLERANCE,
         "the measured dot products equal the closed form at every start and distance",
-        "the measured dot products differ from Σ_k cos(d·ω_k)",
+        "the measured dot products differ from the closed form",
     )
 
 
 def linear_map(encoding: PositionalEncoding, length: int) -> Property:
     """Seed 004 property 3: PE(pos + k) = M_k·PE(pos) with M_k fixed (relative residual, k = 1, 7, T/2)."""
     offsets = (1, 7, length // 2)
-    if isinstance(encoding, SinusoidalEncoding):
-        codes = _codes(encoding, length)
-        residual = max(linear_map_residual(codes, k, encoding.base) for k in offsets)
+    codes = _codes(encoding, length)
+    if codes is not None and encoding.shift_map(1) is not None:
+        residual = max(linear_map_residual(codes, k, encoding.shift_map(k)) for k in offsets)
         why = "[sin, cos](a + b) is the rotation by b of [sin, cos](a): M_k is block-diagonal rotations"
-    elif isinstance(encoding, RotaryEncoding):
+    elif encoding.kind == "rotary":
         residual = max(_rotary_map_residual(encoding, length, k) for k in offsets)
         why = "R(m + k) = R(k)·R(m): rotating by the position composes"
     else:
-        return _not_applicable("linear_map", "claimed of the sinusoidal and rotary codes only")
+        return _not_applicable(
+            "linear_map", "no fixed map claimed: only codes of sin/cos pairs and rotations"
+        )
     return _at_most(
         "linear_map", residual, IDENTITY_TOLERANCE, why, "no fixed M_k maps PE(pos) to PE(pos + k)"
     )
 
 
-def _rotary_map_residual(encoding: RotaryEncoding, length: int, offset: int) -> float:
-    """max |rot(x, m + k) − rot(rot(x, m), k) / a| / max |x| for one vector x at every m (a = ‖rot(x, 0)‖/‖x‖)."""
+def _rotary_map_residual(encoding: PositionalEncoding, length: int, offset: int) -> float:
+    """max |rot(x, m + k) − rot(rot(x, m), k) / a| / max |x| for one vector x at every m (a: the attention factor)."""
     generator = torch.Generator().manual_seed(1)
     x = torch.randn(1, 1, 1, encoding.d_head, generator=generator, dtype=torch.float64)
     x = x.expand(1, 1, length, encoding.d_head)  # [1, 1, T, d]
@@ -243,7 +252,8 @@ def _rotary_map_residual(encoding: RotaryEncoding, length: int, offset: int) -> 
     shifted, _ = encoding.rotate(x, x[:, :, :1], positions + offset, torch.arange(1))
     twice, _ = encoding.rotate(rotated, x[:, :, :1], torch.full((length,), offset), torch.arange(1))
     # rotating twice applies the attention factor twice (xPos scales from each call's centre: once)
-    return float((shifted - twice / encoding.attention_factor).abs().max() / x.abs().max())
+    factor = getattr(encoding, "attention_factor", 1.0)
+    return float((shifted - twice / factor).abs().max() / x.abs().max())
 
 
 def relative(encoding: PositionalEncoding, length: int) -> Property:
@@ -291,17 +301,17 @@ def decay(encoding: PositionalEncoding, length: int) -> Property:
 
 def _similarity_by_distance(encoding: PositionalEncoding, length: int) -> torch.Tensor | str | None:
     """s(d) for d = 0 … T−1: normalised code dot product, rotated-ones logit, or exp(bias(d) − bias(0))."""
-    if isinstance(encoding, AdditiveEncoding):
-        codes = _codes(encoding, length)
+    codes = _codes(encoding, length)
+    if codes is not None:
         dots = dot_by_distance(codes, range(length))
         return torch.stack([dots[d].mean() for d in range(length)]) / dots[0].mean()
-    if isinstance(encoding, RotaryEncoding):
+    if encoding.kind == "rotary":
         ones = torch.ones(1, 1, length, encoding.d_head, dtype=torch.float64)
         q, k = encoding.rotate(ones[:, :, :1], ones, torch.tensor([length - 1]), torch.arange(length))
         logits = (q @ k.transpose(-1, -2))[0, 0, 0].flip(0)  # [T]: distance 0 … T−1
         return logits / logits[0]
-    if isinstance(encoding, SwinRelativeBias):
-        return "a 2-D window of a few tokens: no long distances"
+    if why := _no_distance(encoding):
+        return why
     if encoding.kind == "bias":
         biases = _relative_biases(encoding, length)  # [h, T]
         return (biases - biases[:, :1]).exp().mean(dim=0)
@@ -363,35 +373,45 @@ def _precision_positions() -> torch.Tensor:
 def precision(encoding: PositionalEncoding, length: int) -> Property:
     """float32 output against exact float64 at positions up to 2^21, in float32 ulps (≤ 1: one rounding).
 
-    Sinusoidal codes and RoPE cos/sin tables (values in [−1, 1]) are judged by the ulp at each value,
+    Codes of sin/cos pairs and rotation tables (values in [−1, 1]) are judged by the ulp at each value,
     but not below the ulp at 1/64; bias values by the ulp at each value.
     """
+    limit = encoding.position_limit
+    if limit is not None and limit < PRECISION_POSITIONS:
+        return _not_applicable(
+            "precision", f"it holds positions 0 … {limit - 1} only: positions up to 2^21 are refused"
+        )
     positions = _precision_positions()
-    if isinstance(encoding, SinusoidalEncoding):
-        zeros = torch.zeros(1, positions.numel(), encoding.d_model)
-        approx = encoding.embed(zeros, positions)[0]  # [n, d] float32, as a model sees it
-        # The reference: exact range reduction in float64 (checked against 40-digit values in tests).
-        exact = sinusoidal_table(positions, encoding.d_model, base=encoding.base, dtype=torch.float64)
-        value = _ulps(approx, exact, torch.float32, TABLE_FLOOR)
+    pieces = encoding.frequency_pieces()
+    if encoding.codes(positions[:1]) is not None:
+        if pieces is None:
+            return _not_applicable(
+                "precision", "no exact reference for its codes (they are not sin/cos pairs)"
+            )
+        cos, sin = exact_cos_sin(positions, pieces)  # [n, d/2] float64
+        exact = torch.stack((sin, cos), dim=-1).flatten(-2)  # [n, d]: sin at 2k, cos at 2k+1
+        approx = encoding.embed(torch.zeros(1, positions.numel(), exact.shape[-1]), positions)[0]  # float32
+        value = _ulps(approx[..., -exact.shape[-1] :], exact, torch.float32, TABLE_FLOOR)
         return _at_most(
             "precision",
             value,
             1.0,
             "angles reduced exactly from integer positions, rounded once to float32",
-            "the float32 code is more than one rounding away from float64",
+            "the float32 code is more than one rounding away from the exact sin/cos of its frequencies",
         )
-    if isinstance(encoding, RotaryEncoding):
-        if encoding.scaling == "dynamic":
-            return _not_applicable("precision", "dynamic NTK changes its frequencies with the length")
-        exact = torch.cat(exact_cos_sin(positions, split_frequencies(encoding.inv_freq)), dim=-1)
+    if encoding.kind == "rotary" and pieces is not None:
+        frequencies = pieces.sum(dim=-1)
+        exact = torch.cat(exact_cos_sin(positions, split_frequencies(frequencies)), dim=-1)
+        scale = getattr(encoding, "attention_factor", 1.0)
+        posenc = torch.cat(encoding.rotation_tables(positions), dim=-1).to(torch.float32) / scale
         ulps = {
-            recipe: _ulps(
-                torch.cat(RECIPES[recipe](positions, encoding.inv_freq), dim=-1),
+            "posenc": _ulps(posenc, exact, torch.float32, TABLE_FLOOR),
+            "float32": _ulps(
+                torch.cat(RECIPES["float32"](positions, frequencies), dim=-1),
                 exact,
                 torch.float32,
                 TABLE_FLOOR,
-            )
-            for recipe in ("posenc", "float32")
+            ),
         }
         return _at_most(
             "precision",
@@ -400,12 +420,14 @@ def precision(encoding: PositionalEncoding, length: int) -> Property:
             f"cos/sin within one float32 rounding of exact (the float32-angle recipe: {ulps['float32']:.3g} ulps)",
             f"cos/sin {ulps['posenc']:.3g} ulps from exact (float32-angle recipe: {ulps['float32']:.3g} ulps)",
         )
-    if isinstance(encoding, ALiBi | T5RelativeBias):
+    if encoding.kind == "rotary":
+        return _not_applicable("precision", "no fixed frequencies: they follow the length (dynamic NTK)")
+    exact = encoding.distance_bias(positions)
+    if exact is not None:
         query = torch.tensor([PRECISION_POSITIONS - 1])
         keys = PRECISION_POSITIONS - 1 - positions  # distances = positions
         approx = encoding.bias(query, keys)[:, 0]  # [h, n]
-        exact = encoding.distance_bias(positions).to(torch.float64)
-        value = _ulps(approx, exact, approx.dtype)
+        value = _ulps(approx, exact.detach().to(torch.float64), approx.dtype)
         return _at_most(
             "precision",
             value,
@@ -413,12 +435,6 @@ def precision(encoding: PositionalEncoding, length: int) -> Property:
             "the bias at any distance is one rounding of the float64 value",
             "the bias is more than one rounding away from float64 at long distances",
         )
-    if isinstance(encoding, LearnedEncoding):
-        return _not_applicable(
-            "precision", f"a stored table, looked up: positions ≥ max_len={encoding.max_len} are refused"
-        )
-    if isinstance(encoding, SwinRelativeBias):
-        return _not_applicable("precision", "a stored table over one window: no arithmetic on positions")
     return _not_applicable("precision", "no position arithmetic")
 
 
@@ -443,7 +459,6 @@ def properties(encoding: PositionalEncoding, *, length: int = 256) -> dict[str, 
     length = check_positive_int("length", length)
     if length < 32:
         raise ValueError(f"length must be at least 32 to measure decay and linear maps, got {length}")
-    if isinstance(encoding, LearnedEncoding):
-        length = min(length, encoding.max_len)
+    length = _measured_length(encoding, length)
     with torch.no_grad():
         return {name: CLAIMS[name](encoding, length) for name in PROPERTY_NAMES}

@@ -1,27 +1,56 @@
-"""Registered positional encodings: ``build(name, **kwargs)`` and ``available()``."""
+"""Registered positional encodings: ``register(name, cls)``, ``build(name, **kwargs)`` and ``available()``.
+
+Adding an encoding is one file (its class, describing itself: see ``posenc.encodings.base``) and one
+``register`` line, here for posenc's own or anywhere for a user's.
+"""
 
 from __future__ import annotations
 
 import inspect
+import re
 
 from posenc.encodings.additive import AdditiveEncoding
-from posenc.encodings.base import KINDS, PositionalEncoding, resolve_positions
+from posenc.encodings.base import KINDS, PositionalEncoding, SeedRow, resolve_positions
 from posenc.encodings.bias import ALiBi, BiasEncoding, SwinRelativeBias, T5RelativeBias
 from posenc.encodings.learned import LearnedEncoding
 from posenc.encodings.nope import NoPE
 from posenc.encodings.rope import RotaryEncoding
 from posenc.encodings.sinusoidal import SinusoidalEncoding
 
-#: name -> encoding class; filled explicitly, one line per encoding.
-ENCODINGS: dict[str, type[PositionalEncoding]] = {
-    "sinusoidal": SinusoidalEncoding,
-    "learned": LearnedEncoding,
-    "nope": NoPE,
-    "rope": RotaryEncoding,
-    "alibi": ALiBi,
-    "t5": T5RelativeBias,
-    "swin": SwinRelativeBias,
-}
+#: name -> encoding class, filled by ``register``.
+ENCODINGS: dict[str, type[PositionalEncoding]] = {}
+#: A registered name: lower case letters, digits and underscores (it names files, columns and CLI arguments).
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def register(name: str, cls: type[PositionalEncoding]) -> type[PositionalEncoding]:
+    """Register ``cls`` as ``name``: ``build``, ``available``, attention, analysis, figures, the report and
+    the lab then know it. Returns ``cls``.
+
+    Raises:
+        TypeError: ``cls`` is not a ``PositionalEncoding`` subclass.
+        ValueError: a name that is not lower-case letters, digits and underscores, one already taken by
+            another class, or a ``kind`` outside KINDS.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, PositionalEncoding)):
+        raise TypeError(f"cls must be a PositionalEncoding subclass, got {cls!r}")
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(f"an encoding name is lower-case letters, digits and underscores, got {name!r}")
+    if ENCODINGS.get(name, cls) is not cls:
+        raise ValueError(f"encoding name {name!r} is taken by {ENCODINGS[name].__name__}")
+    if cls.kind not in KINDS:
+        raise ValueError(f"{cls.__name__}.kind must be one of {', '.join(KINDS)}, got {cls.kind!r}")
+    ENCODINGS[name] = cls
+    return cls
+
+
+register("sinusoidal", SinusoidalEncoding)
+register("learned", LearnedEncoding)
+register("nope", NoPE)
+register("rope", RotaryEncoding)
+register("alibi", ALiBi)
+register("t5", T5RelativeBias)
+register("swin", SwinRelativeBias)
 
 
 def available() -> list[str]:
@@ -70,9 +99,11 @@ __all__ = [
     "NoPE",
     "PositionalEncoding",
     "RotaryEncoding",
+    "SeedRow",
     "SinusoidalEncoding",
     "available",
     "build",
     "encoding_class",
+    "register",
     "resolve_positions",
 ]

@@ -1,9 +1,17 @@
-"""The one interface through which every positional encoding acts on a transformer.
+"""The one interface through which every positional encoding acts on a transformer, and describes itself.
 
-Seed 004 (§8.2) names three places an encoding can act: added to (or concatenated with)
-the token embeddings, rotating queries and keys, or biasing the attention scores. Every
-encoding implements all four hooks below; the ones that do not apply are identities or
-return None, so attention code never branches on the type of encoding.
+Seed 004 (§8.2) names three places an encoding can act: added to (or concatenated with) the token
+embeddings, rotating queries and keys, or biasing the attention scores. Every encoding has every
+hook below; the ones that do not apply are identities or return None, so attention never branches
+on the type of encoding. Where an encoding gives a bias only, the flex score_mod is derived from it;
+where it gives a score_mod only, the bias is derived from that.
+
+An encoding also says, in its own file, everything the rest of posenc needs to know about it: how
+to build it for a model of a given shape (``model_arguments``), the representative instance that
+analysis and figures show (``specimen_kwargs``), its row of seed 004's comparison table
+(``seed_row``), the lab tasks it does not apply to and why (``lab_not_applicable``), its figures
+(``figures``) and its parameter count (``count_parameters``). The defaults here serve an encoding
+that declares none of them.
 
 Notation used for tensor shapes:
     b batch, s sequence, h heads, d width (d_head per head), i / j query / key positions.
@@ -15,7 +23,10 @@ positions, so one contract covers training, decoding and packing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -23,6 +34,10 @@ from torch import nn
 from posenc._validation import as_positions, check_float_tensor
 
 KINDS = ("additive", "rotary", "bias", "none")
+#: The sizes of a model an encoding may take from it, as constructor argument names.
+MODEL_SIZES = ("d_model", "n_heads", "d_head", "max_len")
+#: The model the specimen of an encoding is built for when it declares no ``specimen_kwargs``.
+SPECIMEN_MODEL = {"d_model": 64, "n_heads": 8, "max_len": 256, "causal": True}
 
 
 def resolve_positions(positions: torch.Tensor | None, x: torch.Tensor, *, seq_dim: int) -> torch.Tensor:
@@ -46,21 +61,51 @@ def resolve_positions(positions: torch.Tensor | None, x: torch.Tensor, *, seq_di
     )
 
 
+@dataclass(frozen=True)
+class SeedRow:
+    """An encoding's row of seed 004's comparison table (§7), verbatim: what the seed claims."""
+
+    order: int  # the row's place in the seed's table (1 = first)
+    method: str  # the "Method" cell
+    parameters: str  # the "Parameters" cell, e.g. "L × d"
+    length_generalization: str  # Poor | Moderate | Good | Excellent
+    relative_position: str  # No | Implicit | Explicit
+
+
 class PositionalEncoding(nn.Module):
-    """Base class: every hook is a no-op; subclasses override the ones where they act.
+    """Base class: every hook has a working default; subclasses override the ones where they act.
 
     Class attributes:
         kind: ``"additive"`` (acts on embeddings), ``"rotary"`` (rotates q and k),
             ``"bias"`` (biases attention scores) or ``"none"`` (the NoPE control).
         parameter_formula: the number of learned parameters as a formula of L (``max_len``),
             d (``d_model``) and h (``n_heads``), e.g. ``"L·d"``.
+        specimen_kwargs: constructor arguments of the instance analysis and figures show; None builds
+            it for a small model (d_model 64, 8 heads, 256 positions) through ``model_arguments``.
+        seed_row: the encoding's row of seed 004's table, or None.
+        lab_not_applicable: why the lab's 1-D tasks do not apply (None: they all do).
+        figures: figure kind -> caption (None: the gallery's caption) of the figures drawn of it; None
+            draws the defaults of its kind.
     """
 
     kind: str = "none"
     parameter_formula: str = "0"
+    label: ClassVar[str | None] = None  # the name in figure titles (None: the registered name)
+    specimen_kwargs: ClassVar[dict | None] = None
+    seed_row: ClassVar[SeedRow | None] = None
+    lab_not_applicable: ClassVar[str | None] = None
+    figures: ClassVar[Mapping[str, str | None] | None] = None
     #: Buffers derived from hyper-parameters and kept in float64: a dtype conversion of the module
     #: (``.to(torch.bfloat16)``) empties them instead of rounding them; they are rebuilt on demand.
     exact_buffers: tuple[str, ...] = ()
+    #: Coordinates a position stands for: 1 for a place in a sequence; 2 where an integer position is
+    #: the row-major index of a token in a 2-D window (Swin), so that i − j is no distance.
+    position_axes: ClassVar[int] = 1
+    #: Buffers holding fixed constants of the encoding (ALiBi's slopes), counted as such, never learned.
+    fixed_buffers: tuple[str, ...] = ()
+    #: Whether a key rotated once stays right for every later query, so a KV cache may hold rotated
+    #: keys. Where False, attention caches keys unrotated and rotates them with each call's queries.
+    rotated_keys_are_cacheable: bool = True
 
     def _apply(self, fn, recurse=True):
         super()._apply(fn, recurse)
@@ -72,19 +117,106 @@ class PositionalEncoding(nn.Module):
                 )
         return self
 
+    # --- what it is, for the rest of posenc ---------------------------------------------------------
+
+    @classmethod
+    def model_arguments(cls, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
+        """Constructor arguments that fit a model of this shape: the sizes the constructor takes
+        among d_model, n_heads, d_head = d_model / n_heads and max_len. Override to add more (e.g. a
+        symmetric bias for a bidirectional model)."""
+        sizes = {"d_model": d_model, "n_heads": n_heads, "d_head": d_model // n_heads, "max_len": max_len}
+        accepted = inspect.signature(cls.__init__).parameters
+        return {name: value for name, value in sizes.items() if name in accepted}
+
+    @classmethod
+    def specimen_arguments(cls) -> dict:
+        """Constructor arguments of the representative instance (``specimen_kwargs``, else a small model's)."""
+        if cls.specimen_kwargs is not None:
+            return dict(cls.specimen_kwargs)
+        return cls.model_arguments(**SPECIMEN_MODEL)
+
+    @classmethod
+    def lab_skip_reason(cls, task: str) -> str | None:
+        """Why the lab does not train this encoding on ``task`` (a 1-D task: lm, copy, …), or None when
+        it does. Default: ``lab_not_applicable`` for every task."""
+        return cls.lab_not_applicable
+
     def count_parameters(self, max_len: int, d_model: int, n_heads: int) -> int:
         """The ``parameter_formula`` evaluated at L = max_len, d = d_model, h = n_heads, with this
         instance's other settings (T5's ``num_buckets``, Swin's ``window``)."""
         return 0
 
-    #: Whether a key rotated once stays right for every later query, so a KV cache may hold rotated
-    #: keys. Where False, attention caches keys unrotated and rotates them with each call's queries.
-    rotated_keys_are_cacheable: bool = True
-
     @property
     def acts_in_attention(self) -> bool:
         """Whether attention's hooks (rotate, bias, score_mod) do anything for this encoding."""
         return self.kind not in ("additive", "none")
+
+    @property
+    def position_limit(self) -> int | None:
+        """Positions 0 … limit − 1 are all the encoding can represent (a learned table's size); None: any."""
+        return None
+
+    def translations(
+        self, seq_len: int, shifts: tuple[int, ...] | None = None
+    ) -> tuple[torch.Tensor, tuple[int, ...]]:
+        """Positions ``[s]`` and shifts Δ at which a shift of every position is a translation.
+
+        The relative-position test compares attention logits at ``positions`` and ``positions + Δ``.
+        Default: 0 … seq_len − 1 and Δ = 1, 7, 100, kept inside ``position_limit``.
+
+        Raises:
+            ValueError: a given shift that leaves the encoding's positions, or no room to shift at all.
+        """
+        limit = self.position_limit
+        if limit is not None:
+            seq_len = min(seq_len, limit // 2)
+            if seq_len < 1:
+                raise ValueError(f"a table of {limit} positions leaves no room to shift a position")
+        if shifts is None:
+            shifts = (1, 7, 100) if limit is None else tuple(s for s in (1, 7, 100) if seq_len + s <= limit)
+        for shift in shifts:
+            if limit is not None and not (0 <= shift and seq_len + shift <= limit):
+                raise ValueError(
+                    f"shift {shift} moves positions 0 … {seq_len - 1} outside the table of {limit}"
+                )
+        return torch.arange(seq_len), tuple(shifts)
+
+    # --- optional views that analysis reads; None where they do not apply ---------------------------
+
+    def codes(self, positions: torch.Tensor) -> torch.Tensor | None:
+        """The code ``[..., d_model]`` ``embed`` joins to the embeddings at integer positions, or None."""
+        return None
+
+    def rotation_tables(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """float64 cos and sin ``[..., r/2]`` of the rotation at integer positions, or None."""
+        return None
+
+    def distance_bias(self, distances: torch.Tensor) -> torch.Tensor | None:
+        """The bias ``[h, n]`` at query − key distances ``[n]`` when it depends on the distance alone, else None.
+
+        Attention's per-distance fast path reads it (one table, a strided view per query).
+        """
+        return None
+
+    def frequency_pieces(self) -> torch.Tensor | None:
+        """The angular frequencies ω_k of a code or rotation made of sin/cos pairs, as float64 pieces
+        ``[pairs, P]`` whose sum is ω_k beyond float64 precision (for exact angles), or None."""
+        return None
+
+    def frequencies(self) -> torch.Tensor | None:
+        """The angular frequencies ω_k, float64 ``[pairs]``, or None (the sum of ``frequency_pieces``)."""
+        pieces = self.frequency_pieces()
+        return None if pieces is None else pieces.sum(dim=-1)
+
+    def closed_form_dot(self, distances: torch.Tensor) -> torch.Tensor | None:
+        """The dot product of two codes at each distance ``[n]`` by a closed form, or None."""
+        return None
+
+    def shift_map(self, offset: int) -> torch.Tensor | None:
+        """The fixed matrix M_k ``[w, w]`` with code(pos + k) = M_k·code(pos), where the encoding has one, or None."""
+        return None
+
+    # --- the hooks attention calls ------------------------------------------------------------------
 
     def output_width(self, input_width: int) -> int:
         """Width of ``embed``'s output for an input of width ``input_width``."""
@@ -105,8 +237,29 @@ class PositionalEncoding(nn.Module):
         return check_float_tensor("q", q), check_float_tensor("k", k)
 
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor | None:
-        """Additive attention-score bias ``[h, i, j]`` or ``[b, h, i, j]``, or None."""
-        return None
+        """Additive attention-score bias ``[h, i, j]`` or ``[b, h, i, j]``, or None.
+
+        Default: None, or, for an encoding that gives only a ``score_mod``, that score_mod evaluated
+        on index grids (``n_heads`` heads).
+        """
+        if type(self).score_mod is PositionalEncoding.score_mod:
+            return None
+        q_positions, k_positions = as_positions(q_positions), as_positions(k_positions)
+        h = getattr(self, "n_heads", None)
+        if h is None:
+            raise ValueError(f"{type(self).__name__} gives only a score_mod; deriving its bias needs n_heads")
+        score_mod = self.score_mod(q_positions=q_positions, k_positions=k_positions)
+        batched = [p.shape[0] for p in (q_positions, k_positions) if p.dim() == 2]
+        b, i, j = (batched[0] if batched else 1), q_positions.shape[-1], k_positions.shape[-1]
+        device = q_positions.device
+        grids = (
+            torch.arange(b, device=device).view(b, 1, 1, 1),
+            torch.arange(h, device=device).view(1, h, 1, 1),
+            torch.arange(i, device=device).view(1, 1, i, 1),
+            torch.arange(j, device=device).view(1, 1, 1, j),
+        )
+        bias = score_mod(torch.zeros(b, h, i, j, dtype=torch.float32, device=device), *grids)  # [b, h, i, j]
+        return bias if q_positions.dim() == 2 or k_positions.dim() == 2 else bias[0]
 
     def score_mod(
         self,
@@ -116,10 +269,31 @@ class PositionalEncoding(nn.Module):
         q_positions: torch.Tensor | None = None,
         k_positions: torch.Tensor | None = None,
     ) -> Callable | None:
-        """A ``flex_attention`` score_mod computing the bias inside the kernel, or None.
+        """A ``flex_attention`` score_mod ``(score, b, h, q_idx, kv_idx) -> score`` adding the bias, or None.
 
-        Positions are ``q_positions`` / ``k_positions`` when given, else index + offset.
+        Positions are ``q_positions`` / ``k_positions`` when given, else index + offset. Default:
+        None, or, for an encoding that gives only a ``bias``, a lookup into that bias materialised
+        for these positions (correct everywhere; an encoding that can compute its bias per score
+        should override this).
         """
+        if type(self).bias is PositionalEncoding.bias:
+            return None
+        if q_positions is None or k_positions is None:
+            raise ValueError(
+                f"{type(self).__name__} derives its score_mod from its bias and needs q_positions and k_positions"
+            )
+        bias = self.bias(q_positions, k_positions)  # [h, i, j] or [b, h, i, j]
+        if bias is None:
+            return None
+        if bias.dim() == 3:
+            return lambda score, b, h, q_idx, kv_idx: score + bias[h, q_idx, kv_idx].to(score.dtype)
+        return lambda score, b, h, q_idx, kv_idx: score + bias[b, h, q_idx, kv_idx].to(score.dtype)
+
+    def score_terms(
+        self, q: torch.Tensor, k: torch.Tensor, q_positions: torch.Tensor, k_positions: torch.Tensor
+    ) -> torch.Tensor | None:
+        """Logit terms ``[b, h, i, j]`` that read the (rotated) queries and keys as well as positions
+        (the relative schemes of Shaw et al., Transformer-XL, DeBERTa, CoPE), added to q·kᵀ/√d; None here."""
         return None
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:

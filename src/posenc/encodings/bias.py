@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from posenc._validation import as_positions, check_positive_float, check_positive_int
-from posenc.encodings.base import PositionalEncoding
-from posenc.functional.alibi import alibi_bias, alibi_slopes
+from posenc.encodings.base import PositionalEncoding, SeedRow
+from posenc.functional.alibi import alibi_bias, alibi_scores, alibi_slopes
 from posenc.functional.relative import swin_relative_index, swin_table_size, t5_relative_bucket
 
 
@@ -94,6 +94,20 @@ class ALiBi(BiasEncoding):
     """
 
     parameter_formula = "0"
+    label = "ALiBi"
+    seed_row = SeedRow(5, "ALiBi", "h slopes", "Excellent", "Explicit")
+    fixed_buffers = ("slopes",)
+    figures = {
+        "bias-heads": "−m_h·(i − j) on one colour scale: head 0 falls off fastest, the last head barely at all. "
+        "Keys after the query (above the diagonal) get a positive bias that the causal mask removes.",
+        "bias-distance": "Straight lines through 0 with slope −m_h per head: no learned parameters, and the "
+        "same penalty per step of distance at any length.",
+    }
+
+    @classmethod
+    def model_arguments(cls, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
+        """The model's heads; −m·|i − j| for a bidirectional model."""
+        return {"n_heads": n_heads, "symmetric": not causal}
 
     def __init__(self, n_heads: int, *, symmetric: bool = False, bias_max: float | None = None) -> None:
         super().__init__(n_heads)
@@ -115,14 +129,10 @@ class ALiBi(BiasEncoding):
 
     def distance_bias(self, distances: torch.Tensor) -> torch.Tensor:
         """The bias at query − key distances ``[n]`` for each head, ``[h, n]`` (float64)."""
-        distances = distances.to(torch.float64)
-        return -self.slopes[:, None] * (distances.abs() if self.symmetric else distances)[None, :]
+        return alibi_scores(-distances[None, :], self.slopes[:, None], symmetric=self.symmetric)
 
     def pair_bias(self, q_position, k_position, head):
-        distance = (k_position - q_position).to(torch.float64)  # j − i
-        if self.symmetric:
-            distance = -distance.abs()
-        return self.slopes[head] * distance
+        return alibi_scores(k_position - q_position, self.slopes[head], symmetric=self.symmetric)
 
     def extra_repr(self) -> str:
         return f"n_heads={self.n_heads}, symmetric={self.symmetric}, bias_max={self.bias_max}"
@@ -145,6 +155,31 @@ class T5RelativeBias(BiasEncoding):
     """
 
     parameter_formula = "B·h (B = num_buckets, 32 by default; independent of L)"
+    specimen_kwargs = {"n_heads": 8}
+    label = "T5"
+    seed_row = SeedRow(4, "Relative Bias", "O(L)", "Good", "Explicit")
+    figures = {
+        "buckets": "One bucket per distance up to half the buckets of a side, then logarithmically wider "
+        "buckets, and one shared bucket from max_distance on; causal buckets count only keys before the query.",
+        "table": "The learned values, here as initialised (random normal, small): training sets them; the "
+        "bucket map decides which pairs of positions share one.",
+        "bias-heads": "Bands parallel to the diagonal, narrow near it and ever wider away from it: pairs in one "
+        "bucket share a bias, so the bias depends only on the (bucketed) distance j − i.",
+    }
+
+    @classmethod
+    def model_arguments(cls, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
+        """T5's 32 buckets and max_distance 128 for long inputs; for a model of max_len positions fewer
+        buckets (a power of two ≥ 8, at most max_len / 2) and max_distance ≤ max_len / 2, so that the far
+        buckets are reached by the positions the model is trained on."""
+        buckets = min(32, max(8, 1 << max(1, max_len // 2).bit_length() - 1))
+        exact = buckets // 2 if causal else buckets // 4
+        return {
+            "n_heads": n_heads,
+            "bidirectional": not causal,
+            "num_buckets": buckets,
+            "max_distance": min(128, max(exact + 1, max_len // 2)),
+        }
 
     def __init__(
         self,
@@ -177,18 +212,22 @@ class T5RelativeBias(BiasEncoding):
         clamped = relative_position.clamp(-self.max_distance, self.max_distance)
         return self.bucket_lookup[clamped + self.max_distance]
 
+    def values(self, relative_position: torch.Tensor) -> torch.Tensor:
+        """The bias of every head at key − query positions ``[...]``: ``[..., h]``, the one lookup that the
+        materialised bias, the per-distance table and the flex score_mod all read."""
+        return self.table[self.buckets(relative_position)]
+
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
         q_positions, k_positions = pair_positions(q_positions, k_positions)
         relative = k_positions.unsqueeze(-2) - q_positions.unsqueeze(-1)  # [(b,) i, j]: key − query
-        values = self.table[self.buckets(relative)]  # [(b,) i, j, h]
-        return values.movedim(-1, -3)  # [(b,) h, i, j]
+        return self.values(relative).movedim(-1, -3)  # [(b,) h, i, j]
 
     def distance_bias(self, distances: torch.Tensor) -> torch.Tensor:
         """The bias at query − key distances ``[n]`` for each head, ``[h, n]``."""
-        return self.table[self.buckets(-distances)].T  # buckets take key − query
+        return self.values(-distances).T
 
     def pair_bias(self, q_position, k_position, head):
-        return self.table[self.buckets(k_position - q_position), head]
+        return self.table[self.buckets(k_position - q_position), head]  # values(), one head
 
     def extra_repr(self) -> str:
         return (
@@ -205,6 +244,18 @@ class SwinRelativeBias(BiasEncoding):
     """
 
     parameter_formula = "(2W−1)²·h (W = window, 7 by default; independent of L)"
+    label = "Swin"
+    position_axes = 2
+    lab_not_applicable = (
+        "Swin's bias is a 2-D window table over the Wh×Ww tokens of an image window (49 positions for 7×7); "
+        "it has no meaning for 1-D sequences and no value past the window"
+    )
+    figures = {
+        "table-heads": "One learned value per (dy, dx) offset between two tokens of the window, here as "
+        "initialised (truncated normal, small); offset (0, 0) is the centre.",
+        "bias-heads": "Repeating blocks: tokens are numbered row by row, and a pair's bias depends only on its "
+        "row offset (which block) and column offset (where in the block).",
+    }
 
     def __init__(self, n_heads: int, *, window: int | tuple[int, int] = 7, init_std: float = 0.02) -> None:
         super().__init__(n_heads)
@@ -220,6 +271,48 @@ class SwinRelativeBias(BiasEncoding):
 
     def count_parameters(self, max_len: int, d_model: int, n_heads: int) -> int:
         return swin_table_size(self.window) * n_heads
+
+    @property
+    def window_shape(self) -> tuple[int, int]:
+        """(Wh, Ww)."""
+        return (self.window, self.window) if isinstance(self.window, int) else tuple(self.window)
+
+    @property
+    def position_limit(self) -> int:
+        """Positions are the row-major token indices 0 … Wh·Ww − 1 of the window."""
+        return self.relative_index.shape[0]
+
+    def translations(
+        self, seq_len: int, shifts: tuple[int, ...] | None = None
+    ) -> tuple[torch.Tensor, tuple[int, ...]]:
+        """The first half row of the window, and shifts that move it along a row or down whole rows.
+
+        A shift of the flattened index is a translation only when no row wraps.
+
+        Raises:
+            ValueError: a shift that would wrap a row or leave the window.
+        """
+        rows, cols = self.window_shape
+        length = cols // 2 + 1
+        if shifts is None:
+            shifts = (1, cols - length, cols, (rows - 1) * cols + cols - length)
+        for shift in shifts:
+            if not 0 <= shift % cols <= cols - length or shift // cols >= rows:
+                raise ValueError(
+                    f"shift {shift} is not a translation of tokens 0 … {length - 1} inside a "
+                    f"{rows}×{cols} Swin window (a row would wrap or leave the window)"
+                )
+        return torch.arange(length), tuple(shifts)
+
+    def offset_table(self) -> torch.Tensor:
+        """The table per head on the grid of 2-D offsets, float64 ``[h, 2Wh−1, 2Ww−1]``.
+
+        Entry ``[h, dy + Wh − 1, dx + Ww − 1]``: the bias between a query token and a key token dy rows
+        and dx columns before it.
+        """
+        height, width = self.window_shape
+        table = self.table.detach().to(torch.float64)  # [(2Wh−1)(2Ww−1), h]
+        return table.T.reshape(self.n_heads, 2 * height - 1, 2 * width - 1)
 
     def _check(self, positions: torch.Tensor) -> torch.Tensor:
         positions = as_positions(positions)

@@ -7,6 +7,7 @@ from torch import nn
 
 from posenc._validation import check_choice, check_positive_float, check_positive_int
 from posenc.encodings.additive import AdditiveEncoding
+from posenc.encodings.base import SeedRow
 
 #: init name -> (std, truncated at ±2 std) as in each model's original code:
 #: GPT-2 draws wpe from N(0, 0.01²); BERT draws position embeddings from a normal
@@ -29,6 +30,14 @@ class LearnedEncoding(AdditiveEncoding):
     """
 
     parameter_formula = "L·d"
+    label = "Learned"
+    seed_row = SeedRow(2, "Learned", "L × d", "Poor", "No")
+    figures = {
+        "matrix-rows": "An untrained table is noise: nothing ties one position's row to the next, and there "
+        "are no rows at all past position max_len − 1.",
+        "gram": "Only the diagonal stands out: untrained codes are nearly orthogonal, with none of the "
+        "sinusoidal Gram matrix's stripes; whatever relation between positions the table holds must be learned.",
+    }
 
     def __init__(
         self,
@@ -49,6 +58,11 @@ class LearnedEncoding(AdditiveEncoding):
 
     def count_parameters(self, max_len: int, d_model: int, n_heads: int) -> int:
         return max_len * d_model
+
+    @property
+    def position_limit(self) -> int:
+        """The table's rows: positions 0 … max_len − 1."""
+        return self.max_len
 
     def reset_parameters(self) -> None:
         with torch.no_grad():

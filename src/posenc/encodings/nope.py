@@ -14,6 +14,11 @@ class NoPE(PositionalEncoding):
 
     kind = "none"
     parameter_formula = "0"
+    label = "NoPE"
+    figures = {
+        "logit-shift": "Every change is exactly 0: NoPE never reads positions, so shifting them moves no logit. "
+        "Order can reach a NoPE model only through the causal mask.",
+    }
 
     def __init__(self) -> None:
         super().__init__()

@@ -14,7 +14,7 @@ from posenc._validation import (
     check_positive_float,
     check_positive_int,
 )
-from posenc.encodings.base import PositionalEncoding, resolve_positions
+from posenc.encodings.base import PositionalEncoding, SeedRow, resolve_positions
 from posenc.functional.angles import MAX_POSITION, reduced_angles_unchecked, split_frequencies
 from posenc.functional.rope import LAYOUTS, apply_rope_qk, rope_cos_sin, rope_inv_freq, xpos_scale, xpos_zeta
 from posenc.kernels.rope_cpu import apply_rope_cpu
@@ -57,6 +57,18 @@ class RotaryEncoding(PositionalEncoding):
     kind = "rotary"
     parameter_formula = "0"
     exact_buffers = ("cos_cached", "sin_cached")
+    specimen_kwargs = {"d_head": 64}
+    label = "RoPE"
+    seed_row = SeedRow(3, "RoPE", "0", "Good", "Explicit")
+    figures = {
+        "inv-freq-scalings": "Linear divides every frequency by the factor; NTK, dynamic NTK and LongRoPE "
+        "stretch the slow pairs most; YaRN and Llama 3 keep the fast pairs and divide only the slow ones "
+        "(lower panel).",
+        "rotation": "Each pair of the vector turns on a circle of fixed radius, by θ_k per position: pair 0 "
+        "by one radian, the slowest pair barely at all. Rotation keeps the norm.",
+        "flat-lines": "Flat lines: the rotated q·k depends only on the distance, and for unit pairs equals "
+        "Σ_k cos(d·θ_k) (dashed), the closed form of the sinusoidal codes' dot product.",
+    }
 
     def __init__(
         self,
@@ -106,6 +118,22 @@ class RotaryEncoding(PositionalEncoding):
             )
             self.inv_freq_pieces = split_frequencies(inv_freq).to(self.inv_freq_pieces.device)
         return self
+
+    def frequency_pieces(self) -> torch.Tensor | None:
+        """θ_k (as scaled) as float64 pieces ``[r/2, 4]``; None for dynamic NTK, whose frequencies follow
+        the length."""
+        return None if self.scaling == "dynamic" else self.inv_freq_pieces
+
+    def rotation_tables(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """float64 cos and sin ``[..., r/2]`` of the rotation at integer positions (times the attention factor)."""
+        return self.cos_sin(positions)
+
+    def closed_form_dot(self, distances: torch.Tensor) -> torch.Tensor | None:
+        """q·k at distance d for q = k with every pair a unit vector: Σ_k cos(d·θ_k) (unscaled RoPE only)."""
+        if self.scaling is not None or self.xpos:
+            return None
+        cos, _ = rope_cos_sin(distances, self.inv_freq, dtype=torch.float64)
+        return cos.sum(dim=-1)
 
     def _dynamic_length(self) -> int | None:
         return self.scaling_args["original_max_position_embeddings"] if self.scaling == "dynamic" else None

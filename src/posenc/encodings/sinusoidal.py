@@ -6,7 +6,8 @@ import torch
 
 from posenc._validation import check_even_positive_int, check_positive_float
 from posenc.encodings.additive import AdditiveEncoding
-from posenc.functional.angles import reduced_angles_unchecked
+from posenc.encodings.base import SeedRow
+from posenc.functional.angles import exact_cos_sin, reduced_angles, reduced_angles_unchecked
 from posenc.functional.sinusoidal import sinusoidal_frequency_pieces, sinusoidal_table
 
 #: Positions below this are served from a float64 table grown on demand; others computed directly.
@@ -30,13 +31,27 @@ class SinusoidalEncoding(AdditiveEncoding):
 
     parameter_formula = "0"
     exact_buffers = ("table",)
+    label = "Sinusoidal"
+    seed_row = SeedRow(1, "Sinusoidal", "0", "Moderate", "Implicit")
+    figures = {
+        "flat-lines": "One flat line per distance: the dot product of two codes is the same wherever the pair "
+        "sits, and equals the closed form Σ_k cos(d·ω_k) (dashed).",
+        "matrix-rows": "Each row is one position's code: the first dimensions oscillate fast down the rows, "
+        "later ones ever more slowly, until the last columns hold sin ≈ 0 and cos ≈ 1 for every position shown.",
+        "matrix-columns": "The same numbers as the matrix P of seed 000: each column is one position, each row "
+        "one dimension, with sin in the even rows and cos in the odd ones.",
+        "gram": "Stripes parallel to the diagonal: PE_i·PE_j depends only on i − j (a Toeplitz matrix), "
+        "largest (d/2) on the diagonal where i = j.",
+        "wavelengths": "A straight line on a log axis: the wavelengths grow geometrically from 2π positions "
+        "for the first pair to 2π·base^((d − 2)/d) for the last.",
+    }
 
     def __init__(self, d_model: int, *, base: float = 10000.0, mode: str = "add") -> None:
         super().__init__(check_even_positive_int("d_model", d_model), mode=mode)
         self.base = check_positive_float("base", base)
         self.register_buffer("table", torch.empty(0, self.d_model, dtype=torch.float64), persistent=False)
         # a plain attribute, not a buffer: module.to(dtype) cannot round it
-        self.frequency_pieces = sinusoidal_frequency_pieces(self.d_model, self.base)  # [d/2, 4] float64
+        self._frequency_pieces = sinusoidal_frequency_pieces(self.d_model, self.base)  # [d/2, 4] float64
 
     def _grow(self, length: int) -> None:
         if length > self.table.shape[0]:
@@ -46,7 +61,7 @@ class SinusoidalEncoding(AdditiveEncoding):
 
     def codes(self, positions: torch.Tensor) -> torch.Tensor:
         if torch.compiler.is_compiling():  # tensor ops only: no cache growth (a host sync) in a graph
-            angle = reduced_angles_unchecked(positions, self.frequency_pieces)  # [..., d/2]
+            angle = reduced_angles_unchecked(positions, self._frequency_pieces)  # [..., d/2]
             return torch.stack((angle.sin(), angle.cos()), dim=-1).flatten(-2)  # [..., d]
         # The cache covers 0 … max position; far positions (a decoder at offset 10^6) are computed
         # directly rather than growing a table of every position before them.
@@ -54,6 +69,28 @@ class SinusoidalEncoding(AdditiveEncoding):
             self._grow(int(positions.max()) + 1)
             return self.table[positions]  # [..., d_model]
         return sinusoidal_table(positions, self.d_model, base=self.base, dtype=torch.float64)
+
+    def frequency_pieces(self) -> torch.Tensor:
+        """ω_k = base^(−2k/d_model) to 60 digits, as float64 pieces ``[d_model/2, 4]``."""
+        return self._frequency_pieces
+
+    def closed_form_dot(self, distances: torch.Tensor) -> torch.Tensor:
+        """PE[i]·PE[i + d] = Σ_k cos(d·ω_k) (seeds 000 and 002), float64, shaped like ``distances``."""
+        cos, _ = exact_cos_sin(distances, self._frequency_pieces)  # [..., d/2]
+        return cos.sum(dim=-1)
+
+    def shift_map(self, offset: int) -> torch.Tensor:
+        """M_k with PE(pos + k) = M_k·PE(pos) (seed 004 §2.2, property 3), float64 ``[d, d]``.
+
+        [sin(a+b), cos(a+b)] = [[cos b, sin b], [−sin b, cos b]]·[sin a, cos a], b = k·ω_i.
+        """
+        angle = reduced_angles(torch.tensor(offset), self._frequency_pieces)  # [d/2]
+        cos, sin = angle.cos(), angle.sin()
+        matrix = torch.zeros(self.d_model, self.d_model, dtype=torch.float64)
+        even, odd = torch.arange(0, self.d_model, 2), torch.arange(1, self.d_model, 2)
+        matrix[even, even], matrix[even, odd] = cos, sin
+        matrix[odd, even], matrix[odd, odd] = -sin, cos
+        return matrix
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, base={self.base}"

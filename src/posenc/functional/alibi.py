@@ -159,9 +159,17 @@ def alibi_bias(
             f"q_positions and k_positions must have the same batch size, got {q.shape[0]} and {k.shape[0]}"
         )
     check_distance_range(q, k)
-    m = m.to(q.device)
-    distance = k.unsqueeze(-2) - q.unsqueeze(-1)  # [i, j] or [b, i, j]: j − i, exact int64
-    if symmetric:
-        distance = -distance.abs()
-    bias = m[:, None, None] * distance.unsqueeze(-3).to(torch.float64)  # [h, i, j] or [b, h, i, j]
+    relative = (k.unsqueeze(-2) - q.unsqueeze(-1)).unsqueeze(-3)  # [1, i, j] or [b, 1, i, j]: j − i, exact
+    bias = alibi_scores(relative, m.to(q.device)[:, None, None], symmetric=symmetric)  # [(b,) h, i, j]
     return bias.to(dtype)
+
+
+def alibi_scores(relative: torch.Tensor, slopes: torch.Tensor, *, symmetric: bool = False) -> torch.Tensor:
+    """ALiBi's bias, elementwise: m·(j − i) (causal) or −m·|j − i| (symmetric), in float64.
+
+    The one definition of the formula: the materialised bias, the per-distance table and the flex
+    score_mod all evaluate it. ``relative`` holds key − query positions (integers) and broadcasts
+    against ``slopes`` (float64); tensor ops only, so it runs inside a score_mod.
+    """
+    relative = relative.to(torch.float64)
+    return slopes * (-relative.abs() if symmetric else relative)

@@ -20,7 +20,6 @@ import math
 import torch
 import torch.nn.functional as F
 
-from posenc.encodings import LearnedEncoding
 from posenc.lab import algorithmic
 from posenc.lab.presets import RunConfig
 from posenc.lab.tasks import AlgorithmicTask, LanguageModelling, examples_batch, windows_batch
@@ -35,8 +34,7 @@ CANNOT_RUN = "cannot run past L"
 
 def position_limit(model: TransformerLM) -> int | None:
     """Positions the model can encode (a learned table's size), or None when unbounded."""
-    encoding = model.encoding
-    return encoding.max_len if isinstance(encoding, LearnedEncoding) else None
+    return model.encoding.position_limit
 
 
 def _cannot_run(limit: int, positions: int) -> dict:

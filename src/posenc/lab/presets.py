@@ -17,15 +17,10 @@ from posenc.lab import algorithmic
 from posenc.lab.tasks import TASKS, check_task
 
 #: Version of the run config's layout; part of every hash, so a change never reuses old results.
-CONFIG_VERSION = 1
+CONFIG_VERSION = 2
 #: Largest seed a run accepts: seeds feed torch's generators (which wrap negative seeds onto large
 #: ones) and are stored as sqlite integers, so they are kept to 0 … 2³² − 1.
 MAX_SEED = 2**32 - 1
-#: Registered encodings the lab does not train, and why (recorded in the database as such).
-NOT_APPLICABLE = {
-    "swin": "Swin's bias is a 2-D window table over the Wh×Ww tokens of an image window (49 positions "
-    "for 7×7); it has no meaning for 1-D sequences and no value past the window",
-}
 
 
 @dataclass(frozen=True)
@@ -61,7 +56,6 @@ class TaskSetup:
     train_length: int  # L: bytes per window (lm) or symbols per operand, trained on 1 … L (algorithmic)
     eval_multipliers: tuple[int, ...] = (1, 2, 4, 8)  # evaluation lengths as multiples of L
     eval_size: int = 65536  # validation bytes (lm, the same bytes at every length) or examples per length
-    t5_buckets: int = 32  # T5 num_buckets; max_distance is half the training sequence
 
 
 @dataclass(frozen=True)
@@ -74,10 +68,8 @@ class Preset:
     tasks: dict[str, TaskSetup] = field(default_factory=dict)  # task name -> setup
 
 
-def _algorithmic(
-    model: ModelConfig, train: TrainConfig, length: int, examples: int, buckets: int
-) -> TaskSetup:
-    return TaskSetup(model, train, length, eval_multipliers=(1, 2, 4), eval_size=examples, t5_buckets=buckets)
+def _algorithmic(model: ModelConfig, train: TrainConfig, length: int, examples: int) -> TaskSetup:
+    return TaskSetup(model, train, length, eval_multipliers=(1, 2, 4), eval_size=examples)
 
 
 def _preset(name: str, description: str, seeds: tuple[int, ...], lm: TaskSetup, algo: TaskSetup) -> Preset:
@@ -96,10 +88,9 @@ PRESETS: dict[str, Preset] = {
             TrainConfig(12, 8, 3e-3, 2, checkpoint_every=5, log_every=4),
             16,
             eval_size=1024,
-            t5_buckets=8,
         ),
         _algorithmic(
-            ModelConfig(32, 1, 2), TrainConfig(12, 16, 3e-3, 2, checkpoint_every=5, log_every=4), 3, 32, 8
+            ModelConfig(32, 1, 2), TrainConfig(12, 16, 3e-3, 2, checkpoint_every=5, log_every=4), 3, 32
         ),
     ),
     "cpu": _preset(
@@ -111,11 +102,8 @@ PRESETS: dict[str, Preset] = {
             TrainConfig(2000, 32, 2e-3, 100, checkpoint_every=250),
             64,
             eval_size=65536,
-            t5_buckets=32,
         ),
-        _algorithmic(
-            ModelConfig(64, 2, 4), TrainConfig(1500, 64, 3e-3, 100, checkpoint_every=250), 6, 512, 16
-        ),
+        _algorithmic(ModelConfig(64, 2, 4), TrainConfig(1500, 64, 3e-3, 100, checkpoint_every=250), 6, 512),
     ),
     "gpu": _preset(
         "gpu",
@@ -132,7 +120,6 @@ PRESETS: dict[str, Preset] = {
             TrainConfig(20000, 128, 1e-3, 1000, checkpoint_every=1000, log_every=200),
             16,
             2048,
-            32,
         ),
     ),
 }
@@ -145,9 +132,18 @@ def check_preset(name: str) -> Preset:
     return PRESETS[name]
 
 
+def not_applicable(task: str) -> dict[str, str]:
+    """The registered encodings the lab does not train on ``task``, each with its own reason."""
+    reasons = {name: encoding_class(name).lab_skip_reason(task) for name in available()}
+    return {name: reason for name, reason in reasons.items() if reason is not None}
+
+
 def lab_encodings() -> list[str]:
-    """Every registered encoding the lab trains (all of ``posenc.available()`` but NOT_APPLICABLE)."""
-    return [name for name in available() if name not in NOT_APPLICABLE]
+    """Every registered encoding the lab trains on some task."""
+    tasks = tuple(TASKS)
+    return [
+        name for name in available() if any(encoding_class(name).lab_skip_reason(t) is None for t in tasks)
+    ]
 
 
 def check_encodings(names: list[str]) -> list[str]:
@@ -194,24 +190,20 @@ class RunConfig:
 
 
 def encoding_kwargs(encoding: str, task_sequence: int, setup: TaskSetup) -> dict:
-    """Lab settings of an encoding beyond the model's defaults, recorded with each run.
-
-    T5: far buckets must see training examples (LAB-NOTES), so ``max_distance`` is half the
-    training sequence and every bucket up to it is reached while training. Learned: the table holds
-    exactly the training sequence.
-    """
-    if encoding == "t5":
-        exact = setup.t5_buckets // 2  # causal: the first half of the buckets are exact distances
-        return {"num_buckets": setup.t5_buckets, "max_distance": max(exact + 1, task_sequence // 2)}
-    if encoding == "learned":
-        return {"max_len": task_sequence}
-    return {}
+    """The encoding's constructor arguments, recorded with each run: its own ``model_arguments`` for the
+    run's model and a training sequence of ``task_sequence`` positions (a learned table holds exactly
+    that; T5 sizes its buckets so the far ones are reached while training, as LAB-NOTES asks)."""
+    model = setup.model
+    return encoding_class(encoding).model_arguments(
+        d_model=model.d_model, n_heads=model.n_heads, max_len=task_sequence, causal=True
+    )
 
 
 def backends(encoding: str) -> tuple[str, str]:
-    """(training, evaluation) attention backends: bias encodings train through flex's score_mod."""
-    training = "flex" if encoding_class(encoding).kind == "bias" else "sdpa"
-    return training, "sdpa"
+    """(training, evaluation) attention backends: SDPA for every encoding, the fastest correct CPU path
+    (a materialised bias, or the per-distance table for a bias of the distance alone)."""
+    encoding_class(encoding)  # unknown names: the registry's error
+    return "sdpa", "sdpa"
 
 
 def check_at_least_one(name: str, value: int) -> int:
@@ -323,7 +315,6 @@ def run_config(
 
 __all__ = [
     "MAX_SEED",
-    "NOT_APPLICABLE",
     "PRESETS",
     "TASKS",
     "ModelConfig",
@@ -337,5 +328,6 @@ __all__ = [
     "check_preset",
     "check_seeds",
     "lab_encodings",
+    "not_applicable",
     "run_config",
 ]

@@ -1,7 +1,8 @@
 """Properties of an encoding measured from its modules: learned parameters and relative position.
 
-Parameters are counted from the module (``numel`` of its parameters), at the training length L
-and at 2L, so "grows with L" is measured rather than read from a formula.
+Parameters are counted from the module (``numel`` of its parameters) at the training length L, and
+at 2L by the encoding's own formula with its other settings kept (the same table at twice the
+length), which ``posenc.analysis.properties`` checks against the count.
 
 Relative position is the analysis shift test, ``posenc.analysis.verification.relative``: attention
 logits through every hook of the (trained) encoding, in float64, before and after adding the same
@@ -12,10 +13,8 @@ position at all.
 
 from __future__ import annotations
 
-import torch
-
 from posenc.analysis.verification import relative
-from posenc.encodings import PositionalEncoding, build
+from posenc.encodings import PositionalEncoding
 
 #: Positions the relative-position test spans when the encoding has no table bounding them.
 RELATIVE_LENGTH = 256
@@ -27,14 +26,13 @@ def count_parameters(encoding: PositionalEncoding) -> int:
 
 
 def count_fixed(encoding: PositionalEncoding) -> int:
-    """Fixed per-head constants (ALiBi's slopes): buffers that are not caches or lookups."""
-    slopes = getattr(encoding, "slopes", None)
-    return int(slopes.numel()) if isinstance(slopes, torch.Tensor) else 0
+    """Fixed constants the encoding declares (``fixed_buffers``: ALiBi's slopes), never learned."""
+    return sum(int(getattr(encoding, name).numel()) for name in encoding.fixed_buffers)
 
 
-def parameters_at(name: str, arguments: dict) -> int:
-    """Learned parameters of a freshly built encoding with these arguments."""
-    return count_parameters(build(name, **arguments))
+def parameters_at(encoding: PositionalEncoding, max_len: int, d_model: int) -> int:
+    """Learned parameters of this encoding for ``max_len`` positions, its other settings kept."""
+    return encoding.count_parameters(max_len, d_model, getattr(encoding, "n_heads", 0) or 0)
 
 
 def relative_position(encoding: PositionalEncoding, *, max_positions: int | None = None) -> dict:

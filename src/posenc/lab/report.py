@@ -30,17 +30,10 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from posenc.encodings import available, encoding_class
 from posenc.lab.presets import PRESETS, run_config
 from posenc.lab.records import Records
 
-#: Seed 004 §7 "Comparison", verbatim: (parameters, length generalisation, relative position).
-SEED_CLAIMS = {
-    "sinusoidal": ("Sinusoidal", "0", "Moderate", "Implicit"),
-    "learned": ("Learned", "L × d", "Poor", "No"),
-    "rope": ("RoPE", "0", "Good", "Explicit"),
-    "t5": ("Relative Bias", "O(L)", "Good", "Explicit"),
-    "alibi": ("ALiBi", "h slopes", "Excellent", "Explicit"),
-}
 #: Grades of r = bpb(4L) / bpb(L): (grade, largest r of the grade); above the last is "Poor".
 BANDS = (("Excellent", 1.00), ("Good", 1.05), ("Moderate", 1.50))
 GRADES = ("Excellent", "Good", "Moderate", "Poor")
@@ -61,7 +54,6 @@ T_95 = {
     20: 2.086,
     30: 2.042,
 }
-ORDER = ("sinusoidal", "learned", "rope", "t5", "alibi", "nope")
 AGREE, DISAGREE, SPANS = "✓", "✗", "~"
 
 
@@ -320,9 +312,24 @@ def _exact_cell(runs: list[dict], multiple: int = 2, metric: str = "exact_match"
     return _proportion_cell([_eval_at(row, multiple) for row in runs], metric)
 
 
+def seed_claims(name: str) -> tuple[str, str | None, str | None, str | None]:
+    """(method, parameters, length generalisation, relative position) as seed 004 §7 claims them for
+    the encoding registered as ``name`` (its own ``seed_row``); the name and no claims otherwise."""
+    row = encoding_class(name).seed_row if name in available() else None
+    if row is None:
+        return name, None, None, None
+    return row.method, row.parameters, row.length_generalization, row.relative_position
+
+
 def _encodings(rows: list[dict]) -> list[str]:
+    """The encodings with finished runs: in the seed table's order, then the others by name."""
     names = {row["encoding"] for row in rows if row["status"] == "done"}
-    return [n for n in ORDER if n in names] + sorted(names - set(ORDER))
+
+    def order(name: str) -> tuple[int, str]:
+        row = encoding_class(name).seed_row if name in available() else None
+        return (row.order if row else 1 << 30, name)
+
+    return sorted(names, key=order)
 
 
 def comparison_table(rows: list[dict]) -> str:
@@ -341,7 +348,7 @@ def comparison_table(rows: list[dict]) -> str:
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name in _encodings(rows):
-        label, parameters, length, relative = SEED_CLAIMS.get(name, (name, None, None, None))
+        label, parameters, length, relative = seed_claims(name)
         runs = lm.get(name) or next((_by(rows, t)[name] for t in algorithmic if _by(rows, t).get(name)), [])
         stats, cannot_run = _ratio(lm.get(name, []))
         cells = [
@@ -439,19 +446,12 @@ def _settings(rows: list[dict]) -> str:
             continue
         config, model, train = run["config"], run["config"]["model"], run["config"]["train"]
         seeds = sorted({row["seed"] for row in done if row["task"] == task})
-        t5 = next(
-            (
-                row["config"]["encoding_kwargs"]
-                for row in done
-                if row["task"] == task and row["encoding"] == "t5"
-            ),
-            None,
-        )
+        arguments = {row["encoding"]: row["config"]["encoding_kwargs"] for row in done if row["task"] == task}
         lines.append(
             f"- `{task}`: L={config['train_length']}, evaluated at {', '.join(map(str, config['eval_lengths']))}; "
             f"d_model={model['d_model']}, {model['n_layers']} layers, {model['n_heads']} heads; "
             f"{train['steps']} steps of batch {train['batch_size']}, lr {train['lr']}; seeds {seeds}"
-            + (f"; T5 {t5}" if t5 else "")
+            + "".join(f"; `{name}` {kwargs}" for name, kwargs in sorted(arguments.items()) if kwargs)
         )
     corpus = next((row["corpus"] for row in done if row["corpus"]), None)
     if corpus:

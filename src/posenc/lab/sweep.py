@@ -20,16 +20,15 @@ from pathlib import Path
 import torch
 
 import posenc
-from posenc.lab import presets as lab_presets
 from posenc.lab.distributed import Context
 from posenc.lab.evaluate import evaluate
 from posenc.lab.presets import (
-    NOT_APPLICABLE,
     Preset,
     RunConfig,
     check_encodings,
     check_preset,
     check_seeds,
+    not_applicable,
     run_config,
 )
 from posenc.lab.progress import SweepProgress
@@ -45,7 +44,7 @@ class Plan:
 
     preset: Preset  # the preset
     runs: list[RunConfig]  # runs to train (this rank's share is chosen later)
-    not_applicable: dict[str, str] = field(default_factory=dict)  # encoding -> reason
+    not_applicable: dict[tuple[str, str], str] = field(default_factory=dict)  # (task, encoding) -> reason
     corpus: dict | None = None  # lm corpus fingerprint, when lm is in the sweep
 
 
@@ -71,13 +70,16 @@ def plan(
     """The sweep's run configs; every bad name, number or length raises a ValueError here, before training."""
     chosen = check_preset(preset)
     task_names = [check_task(t) for t in _names(tasks, list(chosen.tasks))]
-    encoding_names = check_encodings(_names(encodings, lab_presets.lab_encodings() + sorted(NOT_APPLICABLE)))
+    encoding_names = check_encodings(_names(encodings, posenc.available()))
     seeds = check_seeds(list(chosen.seeds if seeds is None else seeds))
     corpus = make_task("lm").fingerprint() if "lm" in task_names else None
     runs = []
+    skipped = {}
     for task in task_names:
+        reasons = not_applicable(task)
         for encoding in encoding_names:
-            if encoding in NOT_APPLICABLE:
+            if encoding in reasons:
+                skipped[task, encoding] = reasons[encoding]
                 continue
             for seed in seeds:
                 runs.append(
@@ -97,7 +99,6 @@ def plan(
     for config in runs:
         if config.task == "lm":
             _check_fits_corpus(config, corpus)
-    skipped = {name: NOT_APPLICABLE[name] for name in encoding_names if name in NOT_APPLICABLE}
     return Plan(chosen, runs, skipped, corpus)
 
 
@@ -130,31 +131,17 @@ def versions(context: Context) -> dict:
 
 
 def _properties(config: RunConfig, model) -> dict:
-    """Parameters counted from the modules (at L and 2L) and the relative-position shift test."""
-    from posenc.model import default_encoding_arguments
-
-    def arguments(length: int) -> dict:
-        sequence = make_task_shape(config.task, length)
-        setup = lab_presets.TaskSetup(config.model, config.train, length)
-        kwargs = lab_presets.encoding_kwargs(config.encoding, sequence, setup)
-        if config.encoding == "t5":
-            kwargs = dict(config.encoding_kwargs)  # the table does not depend on L; keep the recorded buckets
-        base = default_encoding_arguments(
-            config.encoding,
-            d_model=config.model.d_model,
-            n_heads=config.model.n_heads,
-            max_len=sequence,
-            causal=True,
-        )
-        return base | kwargs
-
-    limit = getattr(model.encoding, "max_len", None) if config.encoding == "learned" else None
+    """Parameters counted from the trained encoding (and at 2L by its formula, the instance's other
+    settings kept), and the relative-position shift test."""
+    encoding = model.encoding
     return {
-        "positional_parameters": count_parameters(model.encoding),
-        "positional_parameters_at_2L": parameters_at(config.encoding, arguments(2 * config.train_length)),
-        "fixed_constants": count_fixed(model.encoding),
+        "positional_parameters": count_parameters(encoding),
+        "positional_parameters_at_2L": parameters_at(
+            encoding, make_task_shape(config.task, 2 * config.train_length), config.model.d_model
+        ),
+        "fixed_constants": count_fixed(encoding),
         "model_parameters": sum(p.numel() for p in model.parameters()),
-        "relative_position": relative_position(model.encoding, max_positions=limit),
+        "relative_position": relative_position(encoding, max_positions=encoding.position_limit),
     }
 
 
@@ -215,8 +202,8 @@ def summary(config: RunConfig, metrics: dict, timings: dict) -> str:
 
 def record_not_applicable(plan_: Plan, records: Records, tasks: list[str]) -> None:
     """One row per (task, encoding) the lab does not train, with the reason."""
-    for encoding, reason in plan_.not_applicable.items():
-        for task in tasks:
+    for (task, encoding), reason in plan_.not_applicable.items():
+        if task in tasks:
             config = {"task": task, "encoding": encoding, "seed": -1, "preset": plan_.preset.name}
             config_hash = _hash(config)
             records.write(

@@ -1,8 +1,11 @@
 """The figures ``posenc plot`` draws: for each registered encoding, and for the comparison between them.
 
-Every figure is built from the encoding's specimen (``posenc.analysis.specimens``) through an analysis
-function, so what is drawn is what the analysis measures. ``figures(name)`` builds the specimen and
-describes its figures; the analysis runs, and the figure is drawn, only when a spec's ``build`` is called.
+Each encoding names the figures drawn of it, and their captions, in its own file (``figures``: figure
+kind -> caption); one that names none gets the defaults of its kind (:data:`DEFAULT_FIGURES`). This
+module holds the figure kinds (:data:`KINDS`): how each is drawn from any encoding through an analysis
+function, from the encoding's specimen, so what is drawn is what the analysis measures. Nothing here
+knows an encoding by name. ``figures(name)`` describes them; a figure is computed and drawn only when
+its spec's ``build`` is called.
 """
 
 from __future__ import annotations
@@ -16,22 +19,18 @@ from matplotlib.figure import Figure
 from posenc.analysis import (
     bias_by_distance,
     bias_matrix,
-    closed_form_dot,
     code_table,
     dot_by_distance,
     gram_matrix,
     logit_shift_change,
-    pair_channels,
-    rotation_trajectory,
     scaled_inv_freq,
     specimen,
     swin_offset_table,
     t5_bucket_map,
-    wavelengths,
 )
 from posenc.analysis.precision import RECIPES, angle_error
 from posenc.analysis.spectrum import EXAMPLE_FACTOR, EXAMPLE_ORIGINAL_LENGTH
-from posenc.encodings import available
+from posenc.encodings import PositionalEncoding, available
 from posenc.plots.bias import bias_heads, bucket_map, bucket_table, distance_bias, offset_tables
 from posenc.plots.dot_product import flat_lines
 from posenc.plots.matrix import encoding_matrix, gram_heatmap
@@ -63,303 +62,227 @@ class FigureSpec:
     build: Callable[[], Figure]  # computes the analysis numbers and draws them
 
 
-def _sinusoidal() -> list[FigureSpec]:
-    encoding = specimen("sinusoidal")
-    d_model, base = encoding.d_model, encoding.base
+@dataclass(frozen=True)
+class FigureKind:
+    """How one kind of figure is drawn from any encoding that asks for it."""
 
-    def flat() -> Figure:
-        dots = dot_by_distance(code_table(encoding, FLAT_LENGTH), FLAT_DISTANCES)
-        expected = {distance: float(closed_form_dot(distance, d_model, base)) for distance in dots}
-        return flat_lines(dots, expected, title=titles["sinusoidal-flat-lines"])
-
-    titles = {
-        "sinusoidal-flat-lines": f"Sinusoidal: PE[i]·PE[i+d] per distance d (d_model={d_model}, T={FLAT_LENGTH})",
-        "sinusoidal-matrix-rows": f"Sinusoidal codes PE ∈ ℝ^(T×d), one row per position (T={MATRIX_LENGTH}, d={d_model})",
-        "sinusoidal-matrix-columns": f"Sinusoidal codes P ∈ ℝ^(d×n), one column per position (d={d_model}, n={MATRIX_LENGTH})",
-        "sinusoidal-gram": f"Sinusoidal Gram matrix PE_i·PE_j (T={GRAM_LENGTH}, d={d_model})",
-        "sinusoidal-wavelengths": f"Sinusoidal wavelengths λ_i = 2π·{base:g}^(2i/{d_model})",
-    }
-    return [
-        FigureSpec(
-            "sinusoidal-flat-lines",
-            titles["sinusoidal-flat-lines"],
-            "One flat line per distance: the dot product of two codes is the same wherever the pair sits, "
-            "and equals the closed form Σ_k cos(d·ω_k) (dashed).",
-            flat,
-        ),
-        FigureSpec(
-            "sinusoidal-matrix-rows",
-            titles["sinusoidal-matrix-rows"],
-            "Each row is one position's code: the first dimensions oscillate fast down the rows, later ones "
-            "ever more slowly, until the last columns hold sin ≈ 0 and cos ≈ 1 for every position shown.",
-            lambda: encoding_matrix(
-                code_table(encoding, MATRIX_LENGTH), layout="rows", title=titles["sinusoidal-matrix-rows"]
-            ),
-        ),
-        FigureSpec(
-            "sinusoidal-matrix-columns",
-            titles["sinusoidal-matrix-columns"],
-            "The same numbers as the matrix P of seed 000: each column is one position, each row one "
-            "dimension, with sin in the even rows and cos in the odd ones.",
-            lambda: encoding_matrix(
-                code_table(encoding, MATRIX_LENGTH).T,
-                layout="columns",
-                title=titles["sinusoidal-matrix-columns"],
-            ),
-        ),
-        FigureSpec(
-            "sinusoidal-gram",
-            titles["sinusoidal-gram"],
-            "Stripes parallel to the diagonal: PE_i·PE_j depends only on i − j (a Toeplitz matrix), largest "
-            "(d/2) on the diagonal where i = j.",
-            lambda: gram_heatmap(
-                gram_matrix(code_table(encoding, GRAM_LENGTH)), title=titles["sinusoidal-gram"]
-            ),
-        ),
-        FigureSpec(
-            "sinusoidal-wavelengths",
-            titles["sinusoidal-wavelengths"],
-            "A straight line on a log axis: the wavelengths grow geometrically from 2π positions for the "
-            f"first pair to 2π·{base:g}^({d_model - 2}/{d_model}) ≈ {float(wavelengths(d_model, base)[-1]):,.0f} "
-            "for the last.",
-            lambda: wavelength_spectrum(wavelengths(d_model, base), title=titles["sinusoidal-wavelengths"]),
-        ),
-    ]
+    title: Callable[[str, PositionalEncoding], str]  # (label, encoding) -> title
+    draw: Callable[[PositionalEncoding, str, str], Figure]  # (encoding, title, registered name) -> Figure
+    caption: str  # the caption where the encoding gives none
 
 
-def _learned() -> list[FigureSpec]:
-    encoding = specimen("learned")
-    max_len, d_model = encoding.max_len, encoding.d_model
-    matrix_title = f"Learned codes at initialisation, one row per position (max_len={max_len}, d={d_model})"
-    gram_title = f"Learned Gram matrix at initialisation (T={GRAM_LENGTH}, d={d_model})"
-    return [
-        FigureSpec(
-            "learned-matrix-rows",
-            matrix_title,
-            f"An untrained table ({encoding.init} init, std {encoding.std:g}) is noise: nothing ties one "
-            f"position's row to the next, and there are no rows at all past position {max_len - 1}.",
-            lambda: encoding_matrix(code_table(encoding, max_len), layout="rows", title=matrix_title),
-        ),
-        FigureSpec(
-            "learned-gram",
-            gram_title,
-            "Only the diagonal stands out: untrained codes are nearly orthogonal, with none of the sinusoidal "
-            "Gram matrix's stripes; whatever relation between positions the table holds must be learned.",
-            lambda: gram_heatmap(gram_matrix(code_table(encoding, GRAM_LENGTH)), title=gram_title),
-        ),
-    ]
+def _within(encoding: PositionalEncoding, length: int) -> int:
+    """``length`` positions, or fewer where the encoding holds fewer."""
+    limit = encoding.position_limit
+    return length if limit is None else min(length, limit)
 
 
-def _rope() -> list[FigureSpec]:
-    encoding = specimen("rope")
-    rotary_dim, base = encoding.rotary_dim, encoding.base
-    vector = torch.zeros(encoding.d_head, dtype=torch.float64)
-    first, _ = pair_channels(rotary_dim, encoding.layout)
-    vector[first] = 1.0  # every pair starts at (1, 0), so its angle is read off the circle
+def _rows(encoding: PositionalEncoding) -> int:
+    """Rows of a code matrix: a table's every row, else MATRIX_LENGTH."""
+    return encoding.position_limit or MATRIX_LENGTH
 
-    def trajectory() -> torch.Tensor:
-        return rotation_trajectory(encoding, vector, torch.arange(ROTATION_POSITIONS))  # [n, r/2, 2]
 
-    def flat() -> Figure:
-        rows = rotation_trajectory(encoding, vector, torch.arange(FLAT_LENGTH)).flatten(1)  # [T, r]
-        dots = dot_by_distance(rows, FLAT_DISTANCES)
-        expected = None
-        if encoding.scaling is None:
-            expected = {distance: float(closed_form_dot(distance, rotary_dim, base)) for distance in dots}
-        figure = flat_lines(dots, expected, title=titles["rope-flat-lines"])
+def _rotation_rows(encoding: PositionalEncoding, length: int) -> torch.Tensor:
+    """(cos mθ_k, sin mθ_k) of every pair at positions 0 … length−1, ``[T, r/2, 2]`` float64: where a
+    vector whose pairs all start at (1, 0) is carried by the rotation."""
+    cos, sin = encoding.rotation_tables(torch.arange(length))  # [T, r/2] each
+    return torch.stack((cos, sin), dim=-1)
+
+
+def _flat(encoding: PositionalEncoding, title: str, name: str) -> Figure:
+    rotary = encoding.codes(torch.arange(1)) is None
+    rows = _rotation_rows(encoding, FLAT_LENGTH).flatten(1) if rotary else code_table(encoding, FLAT_LENGTH)
+    dots = dot_by_distance(rows, FLAT_DISTANCES)
+    closed = encoding.closed_form_dot(torch.tensor(FLAT_DISTANCES))
+    expected = None if closed is None else dict(zip(FLAT_DISTANCES, closed.tolist(), strict=True))
+    figure = flat_lines(dots, expected, title=title)
+    if rotary:
         axes = figure.axes[0]
         axes.set_ylabel("q_i · k_(i+d)   (x rotated at i and at i + d)")
         if expected is not None:
-            axes.get_legend().set_title("solid: measured\ndashed: Σ_k cos(d·θ_k)")
-        return figure
+            axes.get_legend().set_title("solid: measured\ndashed: closed form")
+    return figure
 
-    titles = {
-        "rope-inv-freq-scalings": f"RoPE inv_freq per scaling (r={rotary_dim}, base={base:g}, "
-        f"{EXAMPLE_FACTOR:g}× of {EXAMPLE_ORIGINAL_LENGTH} positions)",
-        "rope-rotation": f"RoPE: one vector rotated at positions 0 … {ROTATION_POSITIONS - 1} (r={rotary_dim})",
-        "rope-flat-lines": f"RoPE: q_i·k_(i+d) per distance d for q = k = x (r={rotary_dim}, T={FLAT_LENGTH})",
-    }
-    return [
-        FigureSpec(
-            "rope-inv-freq-scalings",
-            titles["rope-inv-freq-scalings"],
-            "Linear divides every frequency by the factor; NTK, dynamic NTK and LongRoPE stretch the slow "
-            "pairs most; YaRN and Llama 3 keep the fast pairs and divide only the slow ones (lower panel).",
-            lambda: inv_freq_scalings(
-                scaled_inv_freq(rotary_dim, base), title=titles["rope-inv-freq-scalings"]
+
+def _table_shape(encoding: PositionalEncoding) -> str:
+    return f"T={_rows(encoding)}, d={code_table(encoding, 1).shape[-1]}"
+
+
+KINDS: dict[str, FigureKind] = {
+    "matrix-rows": FigureKind(
+        lambda label, e: f"{label} codes PE ∈ ℝ^(T×d), one row per position ({_table_shape(e)})",
+        lambda e, title, name: encoding_matrix(code_table(e, _rows(e)), layout="rows", title=title),
+        "Each row is one position's code.",
+    ),
+    "matrix-columns": FigureKind(
+        lambda label, e: f"{label} codes P ∈ ℝ^(d×n), one column per position ({_table_shape(e)})",
+        lambda e, title, name: encoding_matrix(code_table(e, _rows(e)).T, layout="columns", title=title),
+        "Each column is one position's code, each row one dimension.",
+    ),
+    "gram": FigureKind(
+        lambda label, e: f"{label} Gram matrix PE_i·PE_j (T={_within(e, GRAM_LENGTH)})",
+        lambda e, title, name: gram_heatmap(gram_matrix(code_table(e, _within(e, GRAM_LENGTH))), title=title),
+        "The dot product of every two positions' codes: stripes parallel to the diagonal where it "
+        "depends on the distance only.",
+    ),
+    "flat-lines": FigureKind(
+        lambda label, e: f"{label}: dot products per distance d (T={FLAT_LENGTH})",
+        _flat,
+        "One line per distance: flat where the dot product depends on the distance only, dashed where a "
+        "closed form predicts it.",
+    ),
+    "wavelengths": FigureKind(
+        lambda label, e: f"{label} wavelengths λ_k = 2π/ω_k",
+        lambda e, title, name: wavelength_spectrum(2 * torch.pi / e.frequencies(), title=title),
+        "The wavelength of every sin/cos pair, on a log axis.",
+    ),
+    "rotation": FigureKind(
+        lambda label, e: f"{label}: one vector rotated at positions 0 … {ROTATION_POSITIONS - 1}",
+        lambda e, title, name: rotating_vector(
+            _rotation_rows(e, ROTATION_POSITIONS), inv_freq=e.frequencies(), title=title
+        ),
+        "Each pair of the vector turns on a circle by its frequency per position.",
+    ),
+    "inv-freq-scalings": FigureKind(
+        lambda label, e: (
+            f"{label} inv_freq per scaling (r={e.rotary_dim}, base={e.base:g}, "
+            f"{EXAMPLE_FACTOR:g}× of {EXAMPLE_ORIGINAL_LENGTH} positions)"
+        ),
+        lambda e, title, name: inv_freq_scalings(scaled_inv_freq(e.rotary_dim, e.base), title=title),
+        "The frequencies of every context-extension scaling, against the unscaled ones.",
+    ),
+    "bias-heads": FigureKind(
+        lambda label, e: f"{label} bias per head ({_within(e, BIAS_POSITIONS)} query and key positions)",
+        lambda e, title, name: bias_heads(bias_matrix(e, _within(e, BIAS_POSITIONS)), title=title),
+        "The bias every head adds to the score of query i and key j.",
+    ),
+    "bias-distance": FigureKind(
+        lambda label, e: f"{label} bias against distance, one line per head",
+        lambda e, title, name: distance_bias(
+            torch.arange(0, 2 * BIAS_POSITIONS + 1),
+            bias_by_distance(e, torch.arange(0, 2 * BIAS_POSITIONS + 1)),
+            title=title,
+        ),
+        "The bias of each head as the key moves away from the query.",
+    ),
+    "buckets": FigureKind(
+        lambda label, e: f"{label} buckets (num_buckets={e.num_buckets}, max_distance={e.max_distance})",
+        lambda e, title, name: bucket_map(
+            torch.arange(-(e.max_distance + 32), e.max_distance + 33),
+            t5_bucket_map(
+                torch.arange(-(e.max_distance + 32), e.max_distance + 33),
+                num_buckets=e.num_buckets,
+                max_distance=e.max_distance,
             ),
+            title=title,
         ),
-        FigureSpec(
-            "rope-rotation",
-            titles["rope-rotation"],
-            "Each pair of the vector turns on a circle of fixed radius, by θ_k per position: pair 0 by one "
-            "radian, the slowest pair barely at all. Rotation keeps the norm.",
-            lambda: rotating_vector(trajectory(), inv_freq=encoding.inv_freq, title=titles["rope-rotation"]),
-        ),
-        FigureSpec(
-            "rope-flat-lines",
-            titles["rope-flat-lines"],
-            "Flat lines: the rotated q·k depends only on the distance, and for unit pairs equals Σ_k cos(d·θ_k) "
-            "(dashed), the closed form of the sinusoidal codes' dot product.",
-            flat,
-        ),
-    ]
+        "The bucket of each key − query distance.",
+    ),
+    "table": FigureKind(
+        lambda label, e: f"{label} bias table [bucket, head] at initialisation (n_heads={e.n_heads})",
+        lambda e, title, name: bucket_table(e.table.detach().to(torch.float64), title=title),
+        "The learned values, one per bucket and head.",
+    ),
+    "table-heads": FigureKind(
+        lambda label, e: f"{label} bias table per head by 2-D offset at initialisation",
+        lambda e, title, name: offset_tables(swin_offset_table(e), title=title),
+        "One learned value per 2-D offset between two tokens.",
+    ),
+    "logit-shift": FigureKind(
+        lambda label, e: f"{label}: attention-logit change when every position shifts by Δ",
+        lambda e, title, name: logit_shift({name: logit_shift_change(e)}, title=title),
+        "How far the attention logits move when every position shifts by the same Δ.",
+    ),
+}
+#: The figures of an encoding that names none, by its kind.
+DEFAULT_FIGURES: dict[str, tuple[str, ...]] = {
+    "additive": ("matrix-rows", "gram", "logit-shift"),
+    "rotary": ("rotation", "flat-lines", "logit-shift"),
+    "bias": ("bias-heads", "logit-shift"),
+    "none": ("logit-shift",),
+}
 
 
-def _alibi() -> list[FigureSpec]:
-    encoding = specimen("alibi")
-    heads_title = (
-        f"ALiBi bias per head (n_heads={encoding.n_heads}, {'symmetric' if encoding.symmetric else 'causal'})"
-    )
-    lines_title = f"ALiBi bias against distance, one line per head (n_heads={encoding.n_heads})"
-    distances = torch.arange(0, 2 * BIAS_POSITIONS + 1)
-    return [
-        FigureSpec(
-            "alibi-bias-heads",
-            heads_title,
-            "−m_h·(i − j) on one colour scale: head 0 falls off fastest, the last head barely at all. Keys "
-            "after the query (above the diagonal) get a positive bias that the causal mask removes.",
-            lambda: bias_heads(bias_matrix(encoding, BIAS_POSITIONS), title=heads_title),
-        ),
-        FigureSpec(
-            "alibi-bias-distance",
-            lines_title,
-            f"Straight lines through 0 with slope −m_h per head, from m = {float(encoding.slopes[0]):g} down to "
-            f"{float(encoding.slopes[-1]):g}: no learned parameters, and the same penalty per step of distance at any length.",
-            lambda: distance_bias(distances, bias_by_distance(encoding, distances), title=lines_title),
-        ),
-    ]
-
-
-def _t5() -> list[FigureSpec]:
-    encoding = specimen("t5")
-    num_buckets, max_distance = encoding.num_buckets, encoding.max_distance
-    relative = torch.arange(-(max_distance + 32), max_distance + 33)
-    buckets_title = f"T5 buckets (num_buckets={num_buckets}, max_distance={max_distance})"
-    table_title = f"T5 bias table [bucket, head] at initialisation (n_heads={encoding.n_heads})"
-    heads_title = f"T5 bias per head at initialisation ({BIAS_POSITIONS} positions)"
-    return [
-        FigureSpec(
-            "t5-buckets",
-            buckets_title,
-            "One bucket per distance up to half the buckets of a side, then logarithmically wider buckets, "
-            f"and one shared bucket from distance {max_distance} on; causal buckets count only keys before the query.",
-            lambda: bucket_map(
-                relative,
-                t5_bucket_map(relative, num_buckets=num_buckets, max_distance=max_distance),
-                title=buckets_title,
-            ),
-        ),
-        FigureSpec(
-            "t5-table",
-            table_title,
-            "The learned values, here as initialised (random normal, small): training sets them; the bucket "
-            "map decides which pairs of positions share one.",
-            lambda: bucket_table(encoding.table.detach().to(torch.float64), title=table_title),
-        ),
-        FigureSpec(
-            "t5-bias-heads",
-            heads_title,
-            "Bands parallel to the diagonal, narrow near it and ever wider away from it: pairs in one bucket "
-            "share a bias, so the bias depends only on the (bucketed) distance j − i.",
-            lambda: bias_heads(bias_matrix(encoding, BIAS_POSITIONS), title=heads_title),
-        ),
-    ]
-
-
-def _swin() -> list[FigureSpec]:
-    encoding = specimen("swin")
-    tokens = encoding.relative_index.shape[0]
-    table_title = f"Swin bias table per head by 2-D offset at initialisation (window {encoding.window})"
-    heads_title = (
-        f"Swin bias per head over the {tokens} tokens of a {encoding.window}×{encoding.window} window"
-    )
-    return [
-        FigureSpec(
-            "swin-table-heads",
-            table_title,
-            "One learned value per (dy, dx) offset between two tokens of the window, here as initialised "
-            "(truncated normal, small); offset (0, 0) is the centre.",
-            lambda: offset_tables(swin_offset_table(encoding), title=table_title),
-        ),
-        FigureSpec(
-            "swin-bias-heads",
-            heads_title,
-            "Repeating blocks: tokens are numbered row by row, and a pair's bias depends only on its row "
-            "offset (which block) and column offset (where in the block).",
-            lambda: bias_heads(bias_matrix(encoding, tokens), title=heads_title),
-        ),
-    ]
-
-
-def _nope() -> list[FigureSpec]:
-    title = "NoPE: attention-logit change when every position shifts by Δ"
-    return [
-        FigureSpec(
-            "nope-logit-shift",
-            title,
-            "Every change is exactly 0: NoPE never reads positions, so shifting them moves no logit. Order "
-            "can reach a NoPE model only through the causal mask.",
-            lambda: logit_shift({"nope": logit_shift_change(specimen("nope"))}, title=title),
-        ),
-    ]
+def _encoding_figures(name: str) -> list[FigureSpec]:
+    encoding = specimen(name)
+    label = encoding.label or name
+    declared = encoding.figures
+    if declared is None:
+        declared = dict.fromkeys(DEFAULT_FIGURES.get(encoding.kind, ("logit-shift",)))
+    specs = []
+    for kind, caption in declared.items():
+        if kind not in KINDS:
+            raise ValueError(f"{name} asks for figure kind {kind!r}; known kinds: {', '.join(KINDS)}")
+        figure = KINDS[kind]
+        title = figure.title(label, encoding)
+        specs.append(
+            FigureSpec(
+                f"{name}-{kind}",
+                title,
+                caption or figure.caption,
+                lambda figure=figure, title=title: figure.draw(encoding, title, name),
+            )
+        )
+    return specs
 
 
 def _comparison() -> list[FigureSpec]:
     shift_title = "Attention-logit change when every position shifts by Δ, per encoding"
-    rope = specimen("rope")
-    error_title = f"cos/sin error against position, RoPE inv_freq (r={rope.rotary_dim}, base={rope.base:g})"
-
-    def errors() -> Figure:
-        inv_freq = rope.inv_freq  # [r/2] float64
-        values = {recipe: angle_error(recipe, ERROR_POSITIONS, inv_freq) for recipe in RECIPES}
-        return angle_errors(ERROR_POSITIONS, values, title=error_title)
-
-    return [
+    rotary = next(
+        (
+            name
+            for name in available()
+            if specimen(name).kind == "rotary" and specimen(name).frequencies() is not None
+        ),
+        None,
+    )
+    specs = [
         FigureSpec(
             "comparison-logit-shift",
             shift_title,
-            "Relative encodings (RoPE, ALiBi, T5, Swin inside its window) and NoPE stay at float64 rounding "
-            "or exactly 0; the absolute ones (sinusoidal, learned) move the logits far above rounding, the "
-            "learned table less only because its initial codes are small.",
+            "Relative encodings and NoPE stay at float64 rounding or exactly 0; absolute ones move the "
+            "logits far above rounding, a learned table less only because its initial codes are small.",
             lambda: logit_shift(
                 {name: logit_shift_change(specimen(name)) for name in available()}, title=shift_title
             ),
-        ),
-        FigureSpec(
-            "comparison-angle-error",
-            error_title,
-            "float32 angles (position × inv_freq in float32) lose accuracy in proportion to the position, "
-            "about 1e-2 by 2^20; posenc's exact angles stay within one float32 rounding (2⁻²⁵) at every position.",
-            errors,
-        ),
+        )
     ]
+    if rotary is not None:
+        encoding = specimen(rotary)
+        error_title = f"cos/sin error against position, {encoding.label or rotary} frequencies"
 
+        def errors() -> Figure:
+            frequencies = encoding.frequencies()  # [r/2] float64
+            values = {recipe: angle_error(recipe, ERROR_POSITIONS, frequencies) for recipe in RECIPES}
+            return angle_errors(ERROR_POSITIONS, values, title=error_title)
 
-#: gallery name -> the function listing its figures; one entry per registered encoding, plus "comparison".
-GALLERY: dict[str, Callable[[], list[FigureSpec]]] = {
-    "alibi": _alibi,
-    "learned": _learned,
-    "nope": _nope,
-    "rope": _rope,
-    "sinusoidal": _sinusoidal,
-    "swin": _swin,
-    "t5": _t5,
-    "comparison": _comparison,
-}
+        specs.append(
+            FigureSpec(
+                "comparison-angle-error",
+                error_title,
+                "float32 angles (position × frequency in float32) lose accuracy in proportion to the "
+                "position, about 1e-2 by 2^20; posenc's exact angles stay within one float32 rounding "
+                "(2⁻²⁵) at every position.",
+                errors,
+            )
+        )
+    return specs
 
 
 def names() -> list[str]:
-    """The gallery names: every registered encoding that has figures, then ``"comparison"``."""
-    return list(GALLERY)
+    """The gallery names: every registered encoding, then ``"comparison"``."""
+    return [*available(), "comparison"]
 
 
 def figures(name: str) -> list[FigureSpec]:
     """The figures of one gallery name, unbuilt (call ``spec.build()`` for the Figure).
 
     Raises:
-        ValueError: an unknown name (the message lists the valid ones).
+        ValueError: an unknown name (the message lists the valid ones), or an encoding asking for a
+            figure kind this module does not draw.
     """
-    if name not in GALLERY:
+    if name == "comparison":
+        return _comparison()
+    if name not in available():
         raise ValueError(f"unknown gallery name {name!r}; valid: {', '.join(names())}")
-    return GALLERY[name]()
+    return _encoding_figures(name)
