@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from posenc import build
-from posenc.analysis import attention_logits, logit_shift_change, position_sensitivity
+from posenc.analysis import attention_logits, logit_shift_change, position_sensitivity, properties
 from posenc.analysis.shift import shift_plan
 
 
@@ -64,3 +64,9 @@ def test_default_shifts_stay_inside_a_learned_table():
     assert len(positions) == 2 and shifts == (1,)
     with pytest.raises(ValueError, match="a table of 1 positions leaves no room to shift"):
         shift_plan(build("learned", max_len=1, d_model=8))
+
+
+def test_a_symmetric_bias_of_the_distance_is_seen_to_read_position():
+    # reversing the positions keeps every |i − j|: symmetric ALiBi used to be classed as blind to position
+    assert position_sensitivity(build("alibi", n_heads=2, symmetric=True)) > 1e-3
+    assert properties(build("alibi", n_heads=2, symmetric=True))["relative"].category == "explicit"

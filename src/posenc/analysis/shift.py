@@ -80,8 +80,14 @@ def logit_shift_change(encoding: PositionalEncoding, shifts=None, *, seq_len: in
 
 
 def position_sensitivity(encoding: PositionalEncoding, *, seq_len: int = 16, seed: int = 0) -> float:
-    """max |logits(reversed positions) − logits(positions)| / max |logits|: 0 when position is unseen."""
+    """max |logits(shuffled positions) − logits(positions)| / max |logits|: 0 when position is unseen.
+
+    The positions are shuffled by a fixed random permutation, not reversed: reversing keeps every
+    |i − j|, so a symmetric bias of the distance would look blind to position.
+    """
     positions, _ = shift_plan(encoding, (), seq_len)
+    generator = torch.Generator().manual_seed(seed)
+    shuffled = positions[torch.randperm(positions.numel(), generator=generator)]
     reference = attention_logits(encoding, positions, seed=seed)
-    flipped = attention_logits(encoding, positions.flip(0), seed=seed)
-    return float((flipped - reference).abs().max()) / float(reference.abs().max())
+    moved = attention_logits(encoding, shuffled, seed=seed)
+    return float((moved - reference).abs().max()) / float(reference.abs().max())
