@@ -11,16 +11,16 @@ import datetime
 import html
 import json
 import platform
-import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 import posenc
 from posenc.analysis import PROPERTY_NAMES, Property, properties, specimen
+from posenc.document import Block, Heading, Image, Paragraph, to_html, to_markdown
 from posenc.encodings import ENCODINGS, available
+from posenc.table import Table
 
 #: Column titles of the verification table, one per property.
 PROPERTY_TITLES = {
@@ -36,17 +36,6 @@ PROPERTY_TITLES = {
 }
 
 
-@dataclass
-class Section:
-    """A heading, a paragraph, figures (file, title, caption) and an optional Markdown table."""
-
-    title: str
-    text: str = ""
-    figures: list[tuple[str, str, str]] = field(default_factory=list)
-    table: tuple[list[str], list[list[str]]] | None = None
-    anchor: str = ""
-
-
 def verification_table(names: list[str] | None = None) -> dict[str, dict[str, Property]]:
     """``{encoding: {property: Property}}`` for the representative instance of each encoding."""
     return {name: properties(specimen(name)) for name in names or available()}
@@ -60,26 +49,38 @@ def format_cell(prop: Property) -> str:
     return f"{prop.verdict} {value}"
 
 
-def _verification_section(table: dict[str, dict[str, Property]]) -> Section:
-    headers = ["encoding", "kind", *(PROPERTY_TITLES[name] for name in PROPERTY_NAMES), "relative position"]
-    rows = []
-    for name, result in table.items():
-        category = result["relative"].category or ""
-        rows.append([name, ENCODINGS[name].kind, *(format_cell(result[p]) for p in PROPERTY_NAMES), category])
+def properties_table(table: dict[str, dict[str, Property]], *, title: str = "") -> Table:
+    """Encoding × property: each cell the verdict and its number, "—" where the claim does not concern
+    the encoding, then the measured relative-position category. The one builder of this table: the
+    report shows it, ``posenc verify --all`` shows it transposed."""
+    columns = ["encoding", "kind", *(PROPERTY_TITLES[name] for name in PROPERTY_NAMES), "relative position"]
+    rows = [
+        [
+            name,
+            ENCODINGS[name].kind,
+            *(format_cell(result[p]) for p in PROPERTY_NAMES),
+            result["relative"].category or "",
+        ]
+        for name, result in table.items()
+    ]
+    return Table(columns, rows, title=title)
+
+
+def _verification_section(table: dict[str, dict[str, Property]]) -> list[Block]:
     text = (
         "Each cell is a measurement on the encoding's representative instance "
         "(`posenc.analysis.specimen`), its verdict against the threshold of "
         "`posenc.analysis.properties`, and — where a claim does not concern an encoding — a dash. "
-        "`parameters` is counted from modules built at L = 512, d = 512, h = 8. "
-        "The last column is seed 004's *Relative Position* column, measured: explicit when shifting "
+        "`parameters` is counted on that instance and checked against its formula. "
+        "The last column is seed 004's Relative Position column, measured: explicit when shifting "
         "every position leaves the attention logits unchanged, implicit when it does not but code "
         "dot products depend only on distance, none when the logits do not see position."
     )
-    return Section("Verification", text, table=(headers, rows), anchor="verification")
+    return [Heading(2, "Verification", "verification"), Paragraph(text), properties_table(table)]
 
 
-def _reasons_section(table: dict[str, dict[str, Property]]) -> Section:
-    headers = ["encoding", "property", "value", "threshold", "verdict", "why"]
+def _reasons_section(table: dict[str, dict[str, Property]]) -> list[Block]:
+    columns = ["encoding", "property", "value", "threshold", "verdict", "why"]
     rows = [
         [
             name,
@@ -92,31 +93,26 @@ def _reasons_section(table: dict[str, dict[str, Property]]) -> Section:
         for name, result in table.items()
         for prop in result.values()
     ]
-    return Section("Why each verdict", table=(headers, rows), anchor="reasons")
+    return [Heading(2, "Why each verdict", "reasons"), Table(columns, rows)]
 
 
-def _figure_sections(out: Path, advance: Callable[[str], None]) -> list[Section]:
+def _figure_sections(out: Path, advance: Callable[[str], None]) -> list[Block]:
     from matplotlib import pyplot  # noqa: F401  (the Agg backend is chosen on first use)
 
     from posenc.plots import gallery
 
-    sections = []
+    blocks: list[Block] = []
     figures_dir = out / "figures"
     figures_dir.mkdir(parents=True, exist_ok=True)
     for name in gallery.names():
-        section = Section(
-            name if name != "comparison" else "Across encodings",
-            _encoding_summary(name),
-            anchor=f"figures-{name}",
-        )
+        title = name if name != "comparison" else "Across encodings"
+        blocks += [Heading(2, title, f"figures-{name}"), Paragraph(_encoding_summary(name))]
         for spec in gallery.figures(name):
             advance(spec.name)
-            figure = spec.build()
             path = figures_dir / f"{spec.name}.png"
-            figure.savefig(path, dpi=110)
-            section.figures.append((f"figures/{path.name}", spec.title, spec.caption))
-        sections.append(section)
-    return sections
+            spec.build().savefig(path, dpi=110)
+            blocks.append(Image(f"figures/{path.name}", spec.title, spec.caption))
+    return blocks
 
 
 def _encoding_summary(name: str) -> str:
@@ -127,25 +123,25 @@ def _encoding_summary(name: str) -> str:
     return f"{first} Kind: {cls.kind}; parameters: {cls.parameter_formula}."
 
 
-def _lab_section(out: Path, lab_db: Path | None) -> Section | None:
+def _lab_section(out: Path, lab_db: Path | None) -> list[Block]:
     if lab_db is None or not Path(lab_db).exists():
-        return None
+        return []
     from posenc.lab import report as lab_report
 
-    markdown = lab_report.comparison_markdown(lab_db)
-    if markdown is None:
-        return None
-    title = "Length generalisation, measured"
-    first, _, rest = markdown.strip().partition("\n")
-    if first.startswith("## "):  # the lab's own heading becomes the section's
-        title, markdown = first[3:].strip(), rest
-    section = Section(title, markdown.strip(), anchor="lab")
+    blocks = lab_report.comparison_blocks(lab_db)
+    if blocks is None:
+        return []
+    section: list[Block] = [Heading(2, lab_report.TITLE, "lab"), *blocks]
     figure = lab_report.bits_per_position_figure(lab_db)
     if figure is not None:
         path = out / "figures" / "lab-bits-per-position.png"
         figure.savefig(path, dpi=110)
-        section.figures.append(
-            (f"figures/{path.name}", "Bits per byte against position", "Mean over seeds with 95% intervals.")
+        section.append(
+            Image(
+                f"figures/{path.name}",
+                "Bits per byte against position",
+                "Mean over seeds with 95% intervals.",
+            )
         )
     return section
 
@@ -171,14 +167,11 @@ def build_report(out: Path, *, lab_db: Path | None = None, progress: bool = True
 
         figure_sections = _figure_sections(out, advance)
         bar.update(task, description="report written")
-    sections = [_verification_section(table), *figure_sections]
     lab = _lab_section(out, lab_db)
-    if lab is not None:
-        sections.insert(1, lab)
-    sections.append(_reasons_section(table))
+    blocks = [*_verification_section(table), *lab, *figure_sections, *_reasons_section(table)]
     header = _header()
-    (out / "report.md").write_text(render_markdown(header, sections), encoding="utf-8")
-    (out / "index.html").write_text(render_html(header, sections), encoding="utf-8")
+    (out / "report.md").write_text(render_markdown(header, blocks), encoding="utf-8")
+    (out / "index.html").write_text(render_html(header, blocks), encoding="utf-8")
     (out / "verification.json").write_text(
         json.dumps(
             {name: {p: prop.as_dict() for p, prop in result.items()} for name, result in table.items()},
@@ -189,8 +182,8 @@ def build_report(out: Path, *, lab_db: Path | None = None, progress: bool = True
     )
     return {
         "out": str(out),
-        "figures": sum(len(s.figures) for s in sections),
-        "lab": lab is not None,
+        "figures": sum(isinstance(block, Image) for block in blocks),
+        "lab": bool(lab),
         "fails": {
             name: [p for p, prop in result.items() if prop.holds is False] for name, result in table.items()
         },
@@ -216,33 +209,15 @@ def _header() -> dict:
     }
 
 
-# --- rendering ----------------------------------------------------------------------------------
+# --- rendering: the blocks through posenc.document's two writers -------------------------------------
 
 
-def _markdown_table(headers: list[str], rows: list[list[str]]) -> str:
-    def cell(text: str) -> str:
-        return str(text).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def render_markdown(header: dict, sections: list[Section]) -> str:
+def render_markdown(header: dict, blocks: list[Block]) -> str:
     """The report as Markdown: figures as relative image links."""
-    parts = [
-        f"# {header['title']}",
-        f"Generated {header['generated']} by `posenc report` ({header['versions']}; {header['machine']}).",
-    ]
-    for section in sections:
-        parts.append(f"## {section.title}")
-        if section.text:
-            parts.append(section.text)
-        if section.table is not None:
-            parts.append(_markdown_table(*section.table))
-        for path, title, caption in section.figures:
-            parts.append(f"### {title}\n\n![{title}]({path})\n\n{caption}")
-    return "\n\n".join(parts) + "\n"
+    intro = Paragraph(
+        f"Generated {header['generated']} by `posenc report` ({header['versions']}; {header['machine']})."
+    )
+    return to_markdown([Heading(1, header["title"]), intro, *blocks])
 
 
 CSS = """
@@ -251,78 +226,44 @@ body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1200px;
 nav a { margin-right: 1rem; }
 table { border-collapse: collapse; margin: 1rem 0; font-size: 0.85rem; }
 th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; text-align: left; vertical-align: top; }
-th { background: #f2f2f2; }
+th { background: #f2f2f2; } caption { text-align: left; font-weight: bold; padding: 0.25rem 0; }
 td.holds { background: #e6f4ea; } td.fails { background: #fdecea; } td.na { color: #888; }
 figure { display: inline-block; margin: 0.5rem; max-width: 48%; vertical-align: top; }
 figure img { max-width: 100%; border: 1px solid #ddd; }
 figcaption { font-size: 0.85rem; }
-pre { background: #f6f6f6; padding: 0.5rem; overflow-x: auto; }
 """
 
 
-def _html_cell(text: str) -> str:
-    status = str(text).split(" ", 1)[0]
-    css = {"holds": "holds", "fails": "fails", "—": "na"}.get(status)
-    attribute = f' class="{css}"' if css else ""
-    return f"<td{attribute}>{_inline(str(text))}</td>"
+def _verdict_class(text: str) -> str | None:
+    """The CSS class of a table cell by the verdict it starts with."""
+    return {"holds": "holds", "fails": "fails", "—": "na"}.get(text.split(" ", 1)[0])
 
 
-def _html_table(headers: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{_inline(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(_html_cell(c) for c in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _inline(text: str) -> str:
-    """Escaped text with Markdown's `code` and *emphasis* as HTML."""
-    text = html.escape(text)
-    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
-    return re.sub(r"\*([^*\s][^*]*)\*", r"<em>\1</em>", text)
-
-
-def _html_text(text: str) -> str:
-    """Paragraphs, headings, bullet lists and pipe tables of a Markdown fragment (the lab's tables)."""
-    blocks, html_parts = text.strip().split("\n\n"), []
-    for block in blocks:
-        lines = block.strip().splitlines()
-        if len(lines) >= 2 and all(line.strip().startswith("|") for line in lines):
-            rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
-            html_parts.append(_html_table(rows[0], [r for r in rows[2:]]))
-        elif all(line.lstrip().startswith("- ") for line in lines):
-            items = "".join(f"<li>{_inline(line.lstrip()[2:])}</li>" for line in lines)
-            html_parts.append(f"<ul>{items}</ul>")
-        elif block.strip().startswith("#"):
-            level = min(len(block) - len(block.lstrip("#")) + 1, 6)
-            html_parts.append(f"<h{level}>{html.escape(block.lstrip('#').strip())}</h{level}>")
-        else:
-            html_parts.append(f"<p>{_inline(block.strip())}</p>")
-    return "\n".join(html_parts)
-
-
-def render_html(header: dict, sections: list[Section]) -> str:
+def render_html(header: dict, blocks: list[Block]) -> str:
     """The report as one HTML page with relative image links (no scripts, no external resources)."""
-    nav = "".join(f'<a href="#{s.anchor}">{html.escape(s.title)}</a>' for s in sections if s.anchor)
-    body = [
-        f"<h1>{html.escape(header['title'])}</h1>",
+    nav = "".join(
+        f'<a href="#{html.escape(b.anchor)}">{html.escape(b.text)}</a>'
+        for b in blocks
+        if isinstance(b, Heading) and b.anchor
+    )
+    intro = (
+        f"<h1>{html.escape(header['title'])}</h1>"
         f"<p>Generated {html.escape(header['generated'])} by <code>posenc report</code> "
-        f"({html.escape(header['versions'])}; {html.escape(header['machine'])}).</p>",
-        f"<nav>{nav}</nav>",
-    ]
-    for section in sections:
-        body.append(f'<section id="{section.anchor}"><h2>{html.escape(section.title)}</h2>')
-        if section.text:
-            body.append(_html_text(section.text))
-        if section.table is not None:
-            body.append(_html_table(*section.table))
-        for path, title, caption in section.figures:
-            body.append(
-                f'<figure><img src="{html.escape(path)}" alt="{html.escape(title)}">'
-                f"<figcaption><b>{html.escape(title)}.</b> {html.escape(caption)}</figcaption></figure>"
-            )
-        body.append("</section>")
+        f"({html.escape(header['versions'])}; {html.escape(header['machine'])}).</p><nav>{nav}</nav>"
+    )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,">'
         f"<title>{html.escape(header['title'])}</title><style>{CSS}</style></head>"
-        f"<body>{''.join(body)}</body></html>\n"
+        f"<body>{intro}{''.join(_sections_html(blocks))}</body></html>\n"
     )
+
+
+def _sections_html(blocks: list[Block]) -> list[str]:
+    """One ``<section id=…>`` per level-2 heading with an anchor, holding the blocks up to the next one."""
+    starts = [i for i, b in enumerate(blocks) if isinstance(b, Heading) and b.level == 2 and b.anchor]
+    parts = [to_html(blocks[: starts[0]] if starts else blocks, cell_class=_verdict_class)]
+    for start, end in zip(starts, [*starts[1:], len(blocks)], strict=True):
+        body = to_html(blocks[start:end], cell_class=_verdict_class)
+        parts.append(f'<section id="{html.escape(blocks[start].anchor)}">{body}</section>')
+    return parts

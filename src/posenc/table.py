@@ -80,6 +80,19 @@ class Table:
         object.__setattr__(self, "notes", tuple(notes))
 
 
+def transposed(table: Table, *, align: str = "right") -> Table:
+    """The same cells with rows and columns swapped: the first column's cells become the headers (and
+    the headers, but the first, the first column). The other columns are aligned ``align``."""
+    first = table.columns[0]
+    columns = [Column(first.header), *(Column(row[0], align) for row in table.rows)]
+    rows = [
+        [column.header, *(row[index] for row in table.rows)]
+        for index, column in enumerate(table.columns)
+        if index
+    ]
+    return Table(columns, rows, title=table.title, notes=table.notes)
+
+
 # --- Markdown -----------------------------------------------------------------------------------
 
 # What could start markup inside a GitHub table cell (a cell border, code, emphasis, a link, an HTML

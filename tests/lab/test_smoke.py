@@ -36,8 +36,9 @@ def _table_rows(markdown: str, first_header: str) -> dict[str, list[str]]:
     for line in lines[start + 2 :]:
         if not line.startswith("| "):
             break
-        cells = [cell.strip() for cell in line.strip("| ").split(" | ")]
-        rows[cells[0].split("`")[1]] = cells[1:]
+        cells = [cell.strip().replace("\\", "") for cell in line.strip("| ").split(" | ")]  # as shown
+        name = cells[0].rpartition("(")[2].rstrip(")") if cells[0].endswith(")") else cells[0]
+        rows[name] = cells[1:]
     return rows
 
 
@@ -175,6 +176,7 @@ def test_report_tables_show_the_recorded_values(smoke_db):
 def test_report_is_written_and_printed_as_made(smoke_db, tmp_path, capsys):
     markdown = comparison_markdown(smoke_db)
     with_plot = markdown + "\n![bits per byte against position](lab_bits_per_position.png)\n"
+    assert markdown.endswith("\n") and not markdown.endswith("\n\n")
     assert write_report(smoke_db, tmp_path) == with_plot
     assert (tmp_path / "lab.md").read_text() == with_plot
     assert (tmp_path / "lab_bits_per_position.png").stat().st_size > 0

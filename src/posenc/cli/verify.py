@@ -10,7 +10,7 @@ from pathlib import Path
 
 from posenc.cli import options
 from posenc.cli.output import console, print_table, writable_file
-from posenc.table import Column, Table
+from posenc.table import Column, Table, transposed
 
 DTYPES = ("float32", "float64")
 #: Agreement with the closed form that `verify` requires, per table dtype.
@@ -198,21 +198,14 @@ def _print_result(result: dict, *, pairs: bool, out: Path | None) -> None:
 
 
 def properties_table(table: dict, length: int) -> Table:
-    """Property × encoding: each cell the verdict and its number (``holds 1.00``), ``—`` where the
-    claim does not concern the encoding; the last row the measured relative-position category."""
-    from posenc.analysis import PROPERTY_NAMES
-    from posenc.encodings import ENCODINGS
-    from posenc.report import PROPERTY_TITLES, format_cell
+    """Property × encoding: the report's table (``posenc.report.properties_table``) transposed, the
+    encodings as columns so that it fits a terminal."""
+    from posenc.report import properties_table as by_encoding
 
+    view = transposed(by_encoding(table))
     return Table(
-        [Column("property"), *(Column(f"{name}\n({ENCODINGS[name].kind})", "right") for name in table)],
-        [
-            *(
-                [PROPERTY_TITLES[prop], *(format_cell(props[prop]) for props in table.values())]
-                for prop in PROPERTY_NAMES
-            ),
-            ["relative position", *(props["relative"].category or "" for props in table.values())],
-        ],
+        view.columns,
+        view.rows,
         title=f"Every claim on every encoding (positions 0 … {length - 1})",
         notes=[
             "holds / fails: the measured number against the threshold of posenc.analysis.properties; "

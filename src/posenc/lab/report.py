@@ -30,9 +30,11 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from posenc.document import Block, Bullets, Heading, Image, Paragraph, to_markdown
 from posenc.encodings import available, encoding_class
 from posenc.lab.presets import PRESETS, run_config
 from posenc.lab.records import Records
+from posenc.table import Table
 
 #: Grades of r = bpb(4L) / bpb(L): (grade, largest r of the grade); above the last is "Poor".
 BANDS = (("Excellent", 1.00), ("Good", 1.05), ("Moderate", 1.50))
@@ -332,11 +334,11 @@ def _encodings(rows: list[dict]) -> list[str]:
     return sorted(names, key=order)
 
 
-def comparison_table(rows: list[dict]) -> str:
-    """The seed's table with the measurements beside each claim (Markdown)."""
+def comparison_table(rows: list[dict]) -> Table:
+    """The seed's table with the measurements beside each claim."""
     lm = _by(rows, "lm")
     algorithmic = [t for t in ("copy", "reverse", "addition") if _by(rows, t)]
-    header = [
+    columns = [
         "Method",
         "Parameters (seed)",
         "Parameters (counted)",
@@ -346,26 +348,27 @@ def comparison_table(rows: list[dict]) -> str:
         "Relative position (seed)",
         "Relative position (shift test)",
     ]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    body = []
     for name in _encodings(rows):
         label, parameters, length, relative = seed_claims(name)
         runs = lm.get(name) or next((_by(rows, t)[name] for t in algorithmic if _by(rows, t).get(name)), [])
         stats, cannot_run = _ratio(lm.get(name, []))
-        cells = [
-            f"{label} (`{name}`)",
-            parameters or "—",
-            _parameter_cell(parameters, runs[0] if runs else None),
-            length or "—",
-            _length_cell(length, stats, cannot_run) if name in lm else "—",
-            *(_exact_cell(_by(rows, t).get(name, [])) for t in algorithmic),
-            relative or "—",
-            _relative_cell(relative, runs),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        body.append(
+            [
+                label if label == name else f"{label} ({name})",
+                parameters or "—",
+                _parameter_cell(parameters, runs[0] if runs else None),
+                length or "—",
+                _length_cell(length, stats, cannot_run) if name in lm else "—",
+                *(_exact_cell(_by(rows, t).get(name, [])) for t in algorithmic),
+                relative or "—",
+                _relative_cell(relative, runs),
+            ]
+        )
+    return Table(columns, body, notes=[LEGEND])
 
 
-def lm_table(rows: list[dict]) -> str | None:
+def lm_table(rows: list[dict]) -> Table | None:
     """Bits per byte per evaluation length, at positions < L and ≥ L, and seconds per step."""
     lm = _by(rows, "lm")
     if not lm:
@@ -373,18 +376,18 @@ def lm_table(rows: list[dict]) -> str | None:
     lengths = sorted({int(k) for runs in lm.values() for row in runs for k in row["metrics"]["eval"]})
     length_l = next(iter(lm.values()))[0]["config"]["train_length"]
     longest = lengths[-1]
-    header = [
+    columns = [
         "Encoding",
         *(f"bpb at {n}" for n in lengths),
         f"< L at {longest}",
         f"≥ L at {longest}",
         "s/step",
     ]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    body = []
     for name in _encodings(rows):
         if name not in lm:
             continue
-        runs, cells = lm[name], [f"`{name}`"]
+        runs, cells = lm[name], [name]
         for n in lengths:
             entries = [row["metrics"]["eval"].get(str(n)) for row in runs]
             if any(e is not None and e["status"] != "ok" for e in entries):
@@ -397,15 +400,15 @@ def lm_table(rows: list[dict]) -> str | None:
         from_l = [e["bpb_from_L"] for e in ok if e["bpb_from_L"] is not None]
         cells.append(_fmt(interval(from_l)) if from_l and len(ok) == len(last) else "—")
         cells.append(f"{statistics.fmean(r['timings']['seconds_per_step'] for r in runs) * 1000:.1f} ms")
-        lines.append("| " + " | ".join(cells) + " |")
-    return f"L = {length_l} bytes; mean [95% CI] over seeds.\n\n" + "\n".join(lines)
+        body.append(cells)
+    return Table(columns, body, title=f"L = {length_l} bytes; mean [95% CI] over seeds.")
 
 
-def algorithmic_table(rows: list[dict]) -> str | None:
-    """Exact match per task and evaluation length (every length evaluated), and seconds per step."""
+def algorithmic_tables(rows: list[dict]) -> list[Table]:
+    """Exact match and answer-token accuracy per task and evaluation length (every length evaluated)."""
     tasks = [t for t in ("copy", "reverse", "addition") if _by(rows, t)]
     if not tasks:
-        return None
+        return []
     columns, train_lengths = [], {}  # (task, n, label) per column; L per task
     for t in tasks:
         runs = [row for group in _by(rows, t).values() for row in group]
@@ -416,14 +419,14 @@ def algorithmic_table(rows: list[dict]) -> str | None:
         lengths = f"L = {train_lengths[tasks[0]]} symbols"
     else:
         lengths = "L = " + ", ".join(f"{length} symbols ({t})" for t, length in train_lengths.items())
-    parts = [f"{lengths}; mean [95% CI] over seeds."]
-    for metric, title in (("exact_match", "exact match"), ("token_accuracy", "answer-token accuracy")):
-        header = ["Encoding", *(label for _, _, label in columns)]
-        if metric == "exact_match":
-            header.append("s/step")
-        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    tables = []
+    for metric, title in (("exact_match", "Exact match"), ("token_accuracy", "Answer-token accuracy")):
+        header = ["Encoding", *(label for _, _, label in columns)] + (
+            ["s/step"] if metric == "exact_match" else []
+        )
+        body = []
         for name in _encodings(rows):
-            cells = [f"`{name}`"]
+            cells = [name]
             for t, n, _ in columns:
                 runs = _by(rows, t).get(name, [])
                 cells.append(_proportion_cell([row["metrics"]["eval"].get(str(n)) for row in runs], metric))
@@ -432,12 +435,12 @@ def algorithmic_table(rows: list[dict]) -> str | None:
                     r["timings"]["seconds_per_step"] for t in tasks for r in _by(rows, t).get(name, [])
                 ]
                 cells.append(f"{statistics.fmean(seconds) * 1000:.1f} ms" if seconds else "—")
-            lines.append("| " + " | ".join(cells) + " |")
-        parts.append(f"{title.capitalize()}:\n\n" + "\n".join(lines))
-    return "\n\n".join(parts)
+            body.append(cells)
+        tables.append(Table(header, body, title=f"{title}, {lengths}; mean [95% CI] over seeds."))
+    return tables
 
 
-def _settings(rows: list[dict]) -> str:
+def _settings(rows: list[dict]) -> Bullets:
     done = [row for row in rows if row["status"] == "done"]
     lines = []
     for task in ("lm", "copy", "reverse", "addition"):
@@ -448,7 +451,7 @@ def _settings(rows: list[dict]) -> str:
         seeds = sorted({row["seed"] for row in done if row["task"] == task})
         arguments = {row["encoding"]: row["config"]["encoding_kwargs"] for row in done if row["task"] == task}
         lines.append(
-            f"- `{task}`: L={config['train_length']}, evaluated at {', '.join(map(str, config['eval_lengths']))}; "
+            f"`{task}`: L={config['train_length']}, evaluated at {', '.join(map(str, config['eval_lengths']))}; "
             f"d_model={model['d_model']}, {model['n_layers']} layers, {model['n_heads']} heads; "
             f"{train['steps']} steps of batch {train['batch_size']}, lr {train['lr']}; seeds {seeds}"
             + "".join(f"; `{name}` {kwargs}" for name, kwargs in sorted(arguments.items()) if kwargs)
@@ -456,20 +459,22 @@ def _settings(rows: list[dict]) -> str:
     corpus = next((row["corpus"] for row in done if row["corpus"]), None)
     if corpus:
         lines.append(
-            f"- corpus: {corpus['files']} stdlib files, {corpus['bytes']:,} bytes, sha256 {corpus['sha256'][:16]}…, "
+            f"corpus: {corpus['files']} stdlib files, {corpus['bytes']:,} bytes, sha256 {corpus['sha256'][:16]}…, "
             f"validation {corpus['validation_files']} files / {corpus['validation_bytes']:,} bytes"
         )
     versions = next((row["versions"] for row in done), None)
     if versions:
         lines.append(
-            f"- python {versions['python']}, torch {versions['torch']}, posenc {versions['posenc']}, {versions['device']}"
+            f"python {versions['python']}, torch {versions['torch']}, posenc {versions['posenc']}, {versions['device']}"
         )
-    return "\n".join(lines)
+    return Bullets(tuple(lines))
 
 
-def _not_run(rows: list[dict]) -> str:
+def _not_run(rows: list[dict]) -> Bullets | None:
     skipped = {(row["encoding"], row["reason"]) for row in rows if row["status"] == "not applicable"}
-    return "\n".join(f"- `{name}` not run: {reason}" for name, reason in sorted(skipped))
+    return (
+        Bullets(tuple(f"`{name}` not run: {reason}" for name, reason in sorted(skipped))) if skipped else None
+    )
 
 
 LEGEND = (
@@ -478,52 +483,62 @@ LEGEND = (
 )
 
 
-def configuration_markdown(settings: tuple[tuple[str, str], ...], rows: list[dict]) -> str:
+def configuration_blocks(settings: tuple[tuple[str, str], ...], rows: list[dict]) -> list[Block]:
     """The tables of one configuration's runs, under a heading naming what sets it apart."""
-    parts = [
-        f"#### Configuration: {configuration_label(settings)}",
+    blocks: list[Block] = [
+        Heading(4, f"Configuration: {configuration_label(settings)}"),
         _settings(rows),
-        "##### Seed 004's table, measured",
+        Heading(5, "Seed 004's table, measured"),
         comparison_table(rows),
-        LEGEND,
     ]
     lm = lm_table(rows)
     if lm:
-        parts += ["##### Language modelling: bits per byte", lm]
-    algorithmic = algorithmic_table(rows)
+        blocks += [Heading(5, "Language modelling: bits per byte"), lm]
+    algorithmic = algorithmic_tables(rows)
     if algorithmic:
-        parts += ["##### Algorithmic tasks", algorithmic]
-    return "\n\n".join(parts)
+        blocks += [Heading(5, "Algorithmic tasks"), *algorithmic]
+    return blocks
 
 
-def preset_markdown(preset: str, rows: list[dict]) -> str:
+def preset_blocks(preset: str, rows: list[dict]) -> list[Block]:
     """The report of one preset's runs: one set of tables per configuration."""
     groups = configurations(rows)
-    parts = [f"### Preset `{preset}`"]
+    blocks: list[Block] = [Heading(3, f"Preset `{preset}`")]
     if len(groups) > 1:
-        parts.append(
-            f"{len(groups)} configurations of this preset are recorded; each has its own tables, and "
-            "seeds are aggregated within a configuration only."
+        blocks.append(
+            Paragraph(
+                f"{len(groups)} configurations of this preset are recorded; each has its own tables, and "
+                "seeds are aggregated within a configuration only."
+            )
         )
     not_run = _not_run(rows)
     if not_run:
-        parts.append(not_run)
-    parts += [configuration_markdown(settings, runs) for settings, runs in groups]
-    return "\n\n".join(parts)
+        blocks.append(not_run)
+    for settings, runs in groups:
+        blocks += configuration_blocks(settings, runs)
+    return blocks
 
 
-def comparison_markdown(db_path: str | Path, preset: str | None = None) -> str | None:
-    """The measured tables as Markdown, one section per preset and one set of tables per configuration
-    in it; None without records."""
+TITLE = "Length generalisation, measured"
+
+
+def comparison_blocks(db_path: str | Path, preset: str | None = None) -> list[Block] | None:
+    """The measured tables, one section per preset and one set of tables per configuration in it (under
+    no title: the caller gives one); None without records."""
     grouped = load(db_path, preset)
     if not any(row["status"] == "done" for rows in grouped.values() for row in rows):
         return None
-    sections = [
-        preset_markdown(name, rows)
-        for name, rows in grouped.items()
-        if any(r["status"] == "done" for r in rows)
-    ]
-    return "## Length generalisation, measured\n\n" + "\n\n".join(sections) + "\n"
+    blocks: list[Block] = []
+    for name, rows in grouped.items():
+        if any(r["status"] == "done" for r in rows):
+            blocks += preset_blocks(name, rows)
+    return blocks
+
+
+def comparison_markdown(db_path: str | Path, preset: str | None = None) -> str | None:
+    """The measured tables as Markdown under the heading :data:`TITLE`; None without records."""
+    blocks = comparison_blocks(db_path, preset)
+    return None if blocks is None else to_markdown([Heading(2, TITLE), *blocks])
 
 
 def _log_bins(length: int, bins: int) -> list[tuple[int, int]]:
@@ -593,14 +608,18 @@ def bits_per_position_figure(
 
 def write_report(db_path: str | Path, out: str | Path | None, preset: str | None = None) -> str | None:
     """The Markdown report; with ``out``, also ``out/lab.md`` and ``out/lab_bits_per_position.png``."""
-    markdown = comparison_markdown(db_path, preset)
-    if markdown is None or out is None:
-        return markdown
+    blocks = comparison_blocks(db_path, preset)
+    if blocks is None:
+        return None
+    blocks = [Heading(2, TITLE), *blocks]
+    if out is None:
+        return to_markdown(blocks)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     figure = bits_per_position_figure(db_path, preset)
     if figure is not None:
         figure.savefig(out / "lab_bits_per_position.png", dpi=120)
-        markdown += "\n![bits per byte against position](lab_bits_per_position.png)\n"
+        blocks.append(Image("lab_bits_per_position.png", "bits per byte against position"))
+    markdown = to_markdown(blocks)
     (out / "lab.md").write_text(markdown)
     return markdown
