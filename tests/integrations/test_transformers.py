@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import subprocess
 import sys
 
 import pytest
 import torch
+
+from tests.integrations import tiny_models
 
 transformers = pytest.importorskip("transformers", reason="peer oracle: install the 'peers' extra")
 
@@ -216,3 +219,188 @@ def test_a_model_that_is_not_from_transformers_is_refused():
 def test_importing_posenc_and_the_integration_does_not_import_transformers():
     code = "import sys, posenc, posenc.integrations.transformers; sys.exit('transformers' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+# --- families whose rotary module returns something other than the half layout, and refusals ----------
+
+
+def tiny(model_type: str):
+    return tiny_models.tiny_model(model_type)
+
+
+def rotary_modules(model) -> list[PosencRotaryEmbedding]:
+    return [m for m in model.modules() if isinstance(m, PosencRotaryEmbedding)]
+
+
+@pytest.mark.parametrize(
+    ("model_type", "output_format"),
+    [
+        ("cohere", "interleaved"),  # cos/sin repeat_interleave'd, rotated in pairs (2k, 2k+1)
+        ("cohere2", "interleaved"),
+        ("gpt_oss", "half_width"),  # cos/sin [b, s, r/2], applied to the two halves
+        ("deepseek_v2", "complex"),  # freqs_cis = polar(1, angle), complex64
+        ("llama4_text", "complex"),
+    ],
+)
+def test_families_with_other_rotary_outputs_keep_their_logits(model_type, output_format):
+    model = tiny(model_type)
+    before = tiny_models.shifted_logits(model)  # left padding and a position offset
+    use_posenc_rope(model)
+    assert tiny_models.logits_difference(before, tiny_models.shifted_logits(model)) is None
+    (rotary,) = rotary_modules(model)
+    assert rotary.output_format == output_format
+
+
+def test_patching_twice_keeps_the_first_output_format():
+    model = tiny("cohere")
+    before = tiny_models.shifted_logits(model)
+    assert use_posenc_rope(use_posenc_rope(model)) is model
+    assert [m.output_format for m in rotary_modules(model)] == ["interleaved"]
+    assert tiny_models.logits_difference(before, tiny_models.shifted_logits(model)) is None
+
+
+def test_olmo_keeps_float32_cos_sin_for_a_bfloat16_input():
+    # OLMo returns its cos/sin in float32 whatever x is, and rotates q/k in float32 with them
+    model = use_posenc_rope(tiny("olmo"))
+    cos, sin = model.model.rotary_emb(torch.zeros(1, dtype=torch.bfloat16), torch.arange(4)[None])
+    assert cos.dtype == sin.dtype == torch.float32
+
+
+def test_granite_swa_per_theta_rotary_modules_are_replaced_and_keep_their_config():
+    model = tiny("granite_swa")
+    before = tiny_models.shifted_logits(model)
+    use_posenc_rope(model)
+    assert all(m.config.rope_parameters["rope_theta"] == m.base for m in rotary_modules(model))
+    assert tiny_models.logits_difference(before, tiny_models.shifted_logits(model)) is None
+
+
+def assert_refused_unchanged(model, *patterns: str) -> str:
+    modules = [(name, id(module)) for name, module in model.named_modules()]
+    with pytest.raises(ValueError) as refusal:
+        use_posenc_rope(model)
+    message = str(refusal.value)
+    for pattern in (model.config.model_type, *patterns):
+        assert pattern in message, f"{pattern!r} not in {message!r}"
+    assert [(name, id(module)) for name, module in model.named_modules()] == modules
+    assert not rotary_modules(model)
+    return message
+
+
+def test_qwen2_vl_m_rope_is_refused_at_patch_time_naming_the_model_type():
+    assert_refused_unchanged(tiny("qwen2_vl"), "mrope_section", "M-RoPE")
+
+
+def test_qwen2_vl_text_model_alone_is_refused_too():
+    text_config = tiny_models.tiny_config(tiny_models.rope_case("qwen2_vl")).text_config
+    torch.manual_seed(0)
+    model = transformers.Qwen2VLTextModel(text_config).eval()
+    assert_refused_unchanged(model, "qwen2_vl_text", "M-RoPE")
+
+
+def test_per_layer_type_rope_is_refused_naming_the_model_type():
+    assert_refused_unchanged(tiny("gemma3_text"), "layer_type")
+
+
+def test_a_model_without_rotary_module_is_refused_naming_the_model_type():
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=128, n_embd=32, n_layer=1, n_head=2)
+    assert_refused_unchanged(transformers.GPT2LMHeadModel(config), "no rotary embedding module")
+
+
+class OffsetRotaryEmbedding(LlamaRotaryEmbedding):
+    """A rotary module posenc does not reproduce: one extra radian on every angle."""
+
+    def forward(self, x, position_ids):
+        return super().forward(x, position_ids + 1)
+
+
+def test_a_rotary_module_whose_output_posenc_does_not_reproduce_is_refused():
+    model = small_llama(ROPE_PARAMETERS["default"][0])
+    model.model.rotary_emb = OffsetRotaryEmbedding(model.config)
+    message = assert_refused_unchanged(model, "model.rotary_emb (OffsetRotaryEmbedding)")
+    assert "no posenc output format reproduces" in message
+
+
+def test_a_rotary_module_changed_after_it_was_built_is_refused():
+    model = small_llama(ROPE_PARAMETERS["default"][0])
+    model.model.rotary_emb.attention_scaling = 1.25  # the probes run on a copy rebuilt from the config
+    assert_refused_unchanged(model, "attention_scaling 1.25")
+
+
+def test_a_model_cast_to_bfloat16_before_patching_gets_the_config_frequencies():
+    model = small_llama(ROPE_PARAMETERS["llama3"][0], ROPE_PARAMETERS["llama3"][1]).to(torch.bfloat16)
+    use_posenc_rope(model)
+    reference = PosencRotaryEmbedding(model.config)
+    assert torch.equal(model.model.rotary_emb.inv_freq, reference.inv_freq)
+
+
+def test_dynamic_ntk_keeps_transformers_state_across_calls():
+    # transformers keeps the frequencies of the longest length seen until a call drops below the
+    # original length: a call of 20 positions after one of 40 uses the 40-position frequencies
+    config = llama_config({"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 4.0}, 16)
+    theirs, ours = LlamaRotaryEmbedding(config), PosencRotaryEmbedding(config)
+    x = torch.zeros(1)
+    for length in (40, 20, 8, 20):
+        position_ids = torch.arange(length)[None]
+        for their, our in zip(theirs(x, position_ids), ours(x, position_ids), strict=True):
+            torch.testing.assert_close(our, their, rtol=0, atol=2e-6)
+
+
+def test_dynamic_ntk_state_of_a_model_that_already_ran_long_is_carried_over():
+    model = small_llama({"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 4.0}, 16)
+    ids = input_ids()
+    with torch.no_grad():
+        model(ids)  # 40 positions: transformers grows to the 40-position frequencies and keeps them
+        twin = copy.deepcopy(model)
+        use_posenc_rope(model)
+        torch.testing.assert_close(
+            model(ids[:, :20]).logits, twin(ids[:, :20]).logits, rtol=0, atol=LOGITS_ATOL
+        )
+
+
+SCALED = {
+    # DeepSeek's YaRN with an attention factor mscale(40, 1) / mscale(40, 0.8) ≠ 1
+    "deepseek_v3": {
+        "rope_type": "yarn",
+        "rope_theta": 10000.0,
+        "factor": 40.0,
+        "original_max_position_embeddings": 16,
+        "mscale": 1.0,
+        "mscale_all_dim": 0.8,
+    },
+    "deepseek_v2": {
+        "rope_type": "yarn",
+        "rope_theta": 10000.0,
+        "factor": 40.0,
+        "original_max_position_embeddings": 16,
+        "mscale": 0.707,
+        "mscale_all_dim": 0.707,
+    },
+    "qwen2": {
+        "rope_type": "yarn",
+        "rope_theta": 10000.0,
+        "factor": 4.0,
+        "original_max_position_embeddings": 16,
+    },
+    # the long factors take over past 16 positions, during the greedy decoding
+    "phi3": {
+        "rope_type": "longrope",
+        "rope_theta": 10000.0,
+        "short_factor": [1.0 + 0.1 * k for k in range(8)],
+        "long_factor": [1.0 + k for k in range(8)],
+        "original_max_position_embeddings": 16,
+    },
+    # grows past 16 positions at every decoding step
+    "llama": {"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 4.0},
+}
+
+
+@pytest.mark.parametrize("model_type", SCALED)
+def test_scaled_rope_keeps_logits_and_greedy_tokens(model_type):
+    case = tiny_models.rope_case(model_type)
+    config = tiny_models.tiny_config(case)
+    config.rope_parameters = SCALED[model_type]
+    config.max_position_embeddings = 64 if model_type == "phi3" else 16
+    model = tiny_models.build(case, config)
+    patched = use_posenc_rope(copy.deepcopy(model))  # before either runs: dynamic NTK keeps state
+    assert tiny_models.difference(tiny_models.answers(model), tiny_models.answers(patched)) is None

@@ -5,13 +5,54 @@ is off by up to ~0.06 rad; posenc reduces the angle exactly (:func:`posenc.funct
 ``use_posenc_rope(model)`` keeps everything else, including the scaling read from
 ``config.rope_parameters``, so a model whose positions stay small gives the same logits within fp32
 rounding. transformers itself is only imported when the function is called.
+
+What is replaced, and what is refused
+-------------------------------------
+A rotary module is replaced only when posenc reproduces what it returns. Each one is checked when
+``use_posenc_rope`` is called, before the model is touched: a float32 copy of the module, rebuilt
+from its config, and posenc's replacement run on the same probes (a batch whose rows start at
+different positions, a decoding step, positions on both sides of the scaling's original length, a
+bfloat16 input and ``[3, b, s]`` multi-axis position ids), and every output must agree in structure,
+shape and dtype, and in value within float32 rounding. The module's output format and dtype are read
+from that comparison:
+
+- ``"half"``: ``(cat((c, c)), cat((s, s)))`` ``[b, s, r]``, transformers' usual layout (Llama,
+  Mistral, Mixtral, Qwen2/3, Gemma 1–2, Phi, Phi-3, GPT-NeoX and others with partial rotary,
+  DeepSeek-V3, GLM, Granite, Falcon, Mamba hybrids, …); OLMo, OLMo 2, FlexOlmo and Ernie 4.5 keep it
+  in float32 whatever the input dtype;
+- ``"interleaved"``: each value twice in a row, ``repeat_interleave(2)``, ``[b, s, r]`` (Cohere,
+  Cohere2, BLT);
+- ``"half_width"``: ``(c, s)`` ``[b, s, r/2]``, each frequency once (GPT-OSS);
+- ``"complex"``: ``c + i·s`` as one complex64 tensor ``[b, s, r/2]`` (DeepSeek-V2, Llama 4).
+
+Refused with a ValueError that names ``config.model_type`` and the reason; the model is unchanged:
+
+- RoPE per layer type: rope_parameters nested per layer type, or a rotary forward that takes more
+  than ``(x, position_ids)`` (Gemma 3, 3n and 4, OLMo 3, ModernBERT decoder, Laguna, LFM3, Mellum,
+  MiMo-V2-Flash, DeepSeek-V4, Zaya, …);
+- multi-axis M-RoPE: ``mrope_section``, or a module that takes ``[3, b, s]`` position ids and returns
+  something else than posenc would (Qwen2-VL, Qwen3.5, …);
+- a rope_type posenc does not implement (``proportional``, ``axial``, …), anywhere in the model;
+- any other output the probes do not reproduce (a layout, frequencies or an attention factor that
+  posenc does not compute the same way; a module whose frequencies or attention_scaling were changed
+  after it was built), and models with no rotary module to replace (GPT-J, CodeGen, …).
+
+Rotary modules whose forward does not take ``(x, position_ids)`` (the patch-grid RoPE of vision
+towers) are left as they are. The sweep in ``tests/integrations/test_transformers_sweep.py`` builds
+a tiny model of every causal LM with RoPE in the installed transformers and checks that each is
+either refused or gives the same logits and greedy tokens after the swap.
 """
 
 from __future__ import annotations
 
+import copy
+import inspect
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
+from posenc._validation import check_choice
 from posenc.functional.rope import rope_cos_sin, rope_inv_freq
 
 #: transformers' ``rope_type`` -> posenc's scaling name.
@@ -35,6 +76,31 @@ _KEYS = {
 }
 
 
+def _half(cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)  # [..., r]
+
+
+def _interleaved(cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return cos.repeat_interleave(2, dim=-1), sin.repeat_interleave(2, dim=-1)  # [..., r]
+
+
+def _half_width(cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return cos, sin  # [..., r/2]
+
+
+def _complex(cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    return torch.complex(cos.float(), sin.float())  # [..., r/2] complex64, as torch.polar of float32 angles
+
+
+#: output format -> how cos and sin ``[..., r/2]`` become the module's output (see the module docstring).
+OUTPUT_FORMATS: dict[str, Callable[[torch.Tensor, torch.Tensor], object]] = {
+    "half": _half,
+    "interleaved": _interleaved,
+    "half_width": _half_width,
+    "complex": _complex,
+}
+
+
 def _rotary_dim(config) -> int:
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     return int(head_dim * config.rope_parameters.get("partial_rotary_factor", 1.0))
@@ -49,7 +115,8 @@ def posenc_rope_arguments(config) -> tuple[int, float, str | None, dict]:
     ``beta_fast``/``beta_slow`` fall back to 32/1 when unset or zero.
 
     Raises:
-        ValueError: rope_parameters nested per layer type, or a rope_type posenc does not implement.
+        ValueError: rope_parameters nested per layer type, multi-axis M-RoPE (``mrope_section``), a
+            rope_type posenc does not implement, or a length the rope_type needs that the config lacks.
     """
     parameters = getattr(config, "rope_parameters", None) or {}
     if "rope_type" not in parameters:
@@ -57,18 +124,29 @@ def posenc_rope_arguments(config) -> tuple[int, float, str | None, dict]:
             "config.rope_parameters must be a flat dict with 'rope_type' (per-layer-type RoPE is not supported), "
             f"got keys {sorted(parameters)}"
         )
+    if parameters.get("mrope_section") is not None:
+        raise ValueError(
+            f"config.rope_parameters has mrope_section {parameters['mrope_section']!r}: multi-axis M-RoPE "
+            "(position ids [3, b, s]) is not supported"
+        )
     rope_type = parameters["rope_type"]
     if rope_type not in ROPE_TYPES:
         raise ValueError(
             f"rope_type {rope_type!r} is not supported by posenc; supported: {', '.join(map(repr, ROPE_TYPES))}"
         )
     args = {key: parameters[key] for key in _KEYS[rope_type] if parameters.get(key) is not None}
-    original = parameters.get("original_max_position_embeddings") or config.max_position_embeddings
+    if rope_type in ("dynamic", "yarn", "longrope"):
+        length = getattr(config, "max_position_embeddings", None)
+        if length is None:
+            raise ValueError(
+                f"rope_type {rope_type!r} needs config.max_position_embeddings, which is not set"
+            )
+        original = parameters.get("original_max_position_embeddings") or length
     if rope_type == "dynamic":
-        args["original_max_position_embeddings"] = config.max_position_embeddings
+        args["original_max_position_embeddings"] = length
     if rope_type in ("yarn", "longrope"):
         args["original_max_position_embeddings"] = original
-        args.setdefault("factor", config.max_position_embeddings / original)
+        args.setdefault("factor", length / original)
     if rope_type == "yarn":
         args["beta_fast"] = float(parameters.get("beta_fast") or 32)
         args["beta_slow"] = float(parameters.get("beta_slow") or 1)
@@ -76,78 +154,341 @@ def posenc_rope_arguments(config) -> tuple[int, float, str | None, dict]:
 
 
 class PosencRotaryEmbedding(nn.Module):
-    """Drop-in for transformers' ``*RotaryEmbedding``: ``forward(x, position_ids) -> (cos, sin)``.
+    """Drop-in for transformers' ``*RotaryEmbedding``: ``forward(x, position_ids)`` -> cos/sin with exact angles.
 
-    Returns cos and sin ``[b, s, r]`` in x's dtype with each frequency twice (``cat((c, c), -1)``,
-    transformers' half layout), times the scaling's attention factor. The float64 frequencies are a
-    plain attribute, not a buffer, so ``model.to(torch.bfloat16)`` cannot round them. Dynamic NTK and
-    LongRoPE use the length ``max(position_ids) + 1`` of each call (transformers' dynamic NTK also
-    keeps the largest length seen until a call drops below the original length; this module is stateless).
+    Returns cos and sin in x's dtype (or ``output_dtype``; complex64 for ``output_format="complex"``)
+    times the scaling's attention factor, laid out as ``output_format`` says (:data:`OUTPUT_FORMATS`; ``"half"`` is
+    transformers' ``cat((c, c), -1)``, ``[b, s, r]``). The float64 frequencies are a plain attribute,
+    not a buffer, so ``model.to(torch.bfloat16)`` cannot round them. Dynamic NTK keeps transformers'
+    state: the frequencies of the longest length seen (starting from ``max_seq_len_cached``, by default
+    ``config.max_position_embeddings``), back to the original ones when a call is shorter than that;
+    LongRoPE picks its long factors per call when ``max(position_ids) + 1`` exceeds the original length.
     """
 
-    def __init__(self, config) -> None:
+    def __init__(
+        self,
+        config,
+        *,
+        output_format: str = "half",
+        output_dtype: torch.dtype | None = None,
+        max_seq_len_cached: int | None = None,
+    ) -> None:
         super().__init__()
+        self.config = config  # read by some models (GraniteSWA keys its per-layer tables by rope_theta)
+        self.output_format = check_choice("output_format", output_format, OUTPUT_FORMATS)
+        if output_dtype is not None and not isinstance(output_dtype, torch.dtype):
+            raise TypeError(f"output_dtype must be a torch.dtype or None, got {output_dtype!r}")
+        self.output_dtype = output_dtype
         self.rotary_dim, self.base, self.scaling, self.scaling_args = posenc_rope_arguments(config)
         self.rope_type = config.rope_parameters["rope_type"]
-        self.inv_freq, self.attention_scaling = rope_inv_freq(
-            self.rotary_dim, base=self.base, scaling=self.scaling, **self.scaling_args
+        self.original_max_seq_len = getattr(config, "max_position_embeddings", None)
+        self.max_seq_len_cached = max_seq_len_cached or self.original_max_seq_len
+        self.inv_freq, self.attention_scaling = self._inv_freq(
+            self.max_seq_len_cached if self.scaling == "dynamic" else None
         )  # [r/2] float64
+
+    def _inv_freq(self, seq_len: int | None) -> tuple[torch.Tensor, float]:
+        length = {"seq_len": seq_len} if seq_len is not None else {}
+        return rope_inv_freq(
+            self.rotary_dim, base=self.base, scaling=self.scaling, **self.scaling_args, **length
+        )
 
     def frequencies(self, position_ids: torch.Tensor) -> torch.Tensor:
         """float64 ``[r/2]`` for these positions (they matter for dynamic and longrope only)."""
-        if self.scaling not in ("dynamic", "longrope"):
-            return self.inv_freq
-        seq_len = int(position_ids.max()) + 1
-        inv_freq, _ = rope_inv_freq(
-            self.rotary_dim, base=self.base, scaling=self.scaling, seq_len=seq_len, **self.scaling_args
-        )
-        return inv_freq
+        if self.scaling == "longrope":  # as transformers, the set of this call stays in inv_freq
+            self.inv_freq = self._inv_freq(int(position_ids.max()) + 1)[0]
+        if self.scaling == "dynamic":
+            # transformers' dynamic_rope_update: grow past the longest length seen, reset below the original
+            seq_len, cached = int(position_ids.max()) + 1, self.max_seq_len_cached
+            if seq_len > cached:
+                self.inv_freq, self.max_seq_len_cached = self._inv_freq(seq_len)[0], seq_len
+            if seq_len < self.original_max_seq_len < cached:
+                self.inv_freq = self._inv_freq(self.original_max_seq_len)[0]
+                self.max_seq_len_cached = self.original_max_seq_len
+        return self.inv_freq
 
     @torch.no_grad()
-    def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor):
         inv_freq = self.frequencies(position_ids).to(position_ids.device)
+        dtype = torch.float32 if self.output_format == "complex" else self.output_dtype or x.dtype
         cos, sin = rope_cos_sin(
-            position_ids, inv_freq, dtype=x.dtype, attention_factor=self.attention_scaling
+            position_ids, inv_freq, dtype=dtype, attention_factor=self.attention_scaling
         )  # [b, s, r/2]
-        return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)  # [b, s, r]
+        return OUTPUT_FORMATS[self.output_format](cos, sin)
 
     def extra_repr(self) -> str:
-        return f"rotary_dim={self.rotary_dim}, base={self.base}, rope_type={self.rope_type!r}"
+        return (
+            f"rotary_dim={self.rotary_dim}, base={self.base}, rope_type={self.rope_type!r}, "
+            f"output_format={self.output_format!r}"
+        )
+
+
+# --- use_posenc_rope: find the rotary modules, check posenc reproduces each one, then swap them ---------
+
+#: Probe tolerance on cos/sin, relative to the attention factor: float32 rounding of values near 1.
+_ATOL = 2e-6
+#: ... plus this much of the angle |pos·θ|: transformers rounds θ and the float32 product pos·θ (a few
+#: 2^-24 each); 2^-19 leaves a margin and still catches any frequency that is not the same one.
+_ANGLE_RTOL = 2.0**-19
+#: bfloat16 outputs: one rounding of bfloat16 (8 significant bits) either side.
+_BFLOAT16_ATOL = 2.0**-7
 
 
 def use_posenc_rope(model: nn.Module) -> nn.Module:
-    """Replace every rotary embedding module of a transformers model (Llama, GPT-NeoX, …) in place.
+    """Replace the rotary embedding modules of a transformers model in place, or refuse before changing it.
 
-    A rotary embedding module is one whose class name ends in ``RotaryEmbedding`` and that holds
-    ``config`` and ``inv_freq`` (``model.model.rotary_emb`` in Llama). Returns the model.
+    A rotary module is one whose class name ends in ``RotaryEmbedding`` and whose forward takes
+    ``(x, position_ids)`` (``model.model.rotary_emb`` in Llama). Each is replaced by a
+    :class:`PosencRotaryEmbedding` in the output format that the module returns ("half", "interleaved",
+    "half_width" or "complex", read from the module itself), after checking that the replacement
+    reproduces a float32 copy of the module, rebuilt from its config, on probe positions: rows that
+    start at different positions, a decoding step, positions past the scaling's original length, a
+    bfloat16 input and ``[3, b, s]`` multi-axis position ids. Every output must match in structure,
+    shape and dtype, and in value within float32 rounding. Nothing is changed on the model unless every
+    rotary module passes. Rotary modules whose forward takes something else (vision towers' patch
+    grids) are left as they are. Supported and refused families: see :mod:`posenc.integrations.transformers`.
+
+    Returns:
+        the model.
 
     Raises:
         TypeError: model is not a transformers ``PreTrainedModel``.
-        ValueError: no rotary embedding found, an unsupported rope_type (named), or a width that
-            differs from the replaced module's (e.g. Llama's default RoPE ignores partial_rotary_factor).
+        ValueError: the model is refused; the message names ``config.model_type``, the module and the
+            reason (no rotary module; per-layer-type or M-RoPE parameters; an unsupported rope_type;
+            a forward with more arguments than ``(x, position_ids)``; a rotated width other than the
+            config's; an output that posenc does not reproduce on a probe).
     """
     from transformers import PreTrainedModel
 
     if not isinstance(model, PreTrainedModel):
         raise TypeError(f"model must be a transformers PreTrainedModel, got {type(model).__name__}")
-    found = [
-        (name, module)
-        for name, module in model.named_modules()
-        if type(module).__name__.endswith("RotaryEmbedding")
-        and hasattr(module, "config")
-        and isinstance(getattr(module, "inv_freq", None), torch.Tensor)
-    ]
-    if not found:
+    model_type = getattr(model.config, "model_type", None) or type(model).__name__
+    rotary = _rotary_modules(model)
+    if not rotary and any(isinstance(m, PosencRotaryEmbedding) for m in model.modules()):
+        return model  # patched already
+    if not rotary:
         raise ValueError(
-            f"no rotary embedding module (…RotaryEmbedding with inv_freq) in {type(model).__name__}"
+            f"{model_type}: no rotary embedding module to replace in {type(model).__name__} "
+            "(none whose class name ends in RotaryEmbedding and whose forward takes (x, position_ids))"
         )
-    for name, module in found:
-        replacement = PosencRotaryEmbedding(module.config)
-        if 2 * module.inv_freq.numel() != replacement.rotary_dim:
-            raise ValueError(
-                f"{name}: transformers rotates {2 * module.inv_freq.numel()} channels but the config gives "
-                f"rotary_dim {replacement.rotary_dim}"
-            )
-        parent_name, _, child = name.rpartition(".")
-        setattr(model.get_submodule(parent_name) if parent_name else model, child, replacement)
+    replacements, refusals = {}, []
+    for name, module in rotary:
+        try:
+            replacements[id(module)] = _checked_replacement(module)
+        except ValueError as error:
+            refusals.append(f"{name} ({type(module).__name__}): {error}")
+    if refusals:
+        raise ValueError(f"{model_type}: refused, the model is unchanged: " + "; ".join(refusals))
+    # every parent that holds a rotary module gets the replacement, shared ones included
+    for _, parent in list(model.named_modules(remove_duplicate=False)):
+        for child_name, child in list(parent.named_children()):
+            if id(child) in replacements:
+                setattr(parent, child_name, replacements[id(child)])
     return model
+
+
+def _rotary_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The ``*RotaryEmbedding`` modules whose forward's second argument is ``position_ids`` (posenc's own
+    excepted: rebuilding one from its config would lose the output format it was given)."""
+    found = []
+    for name, module in model.named_modules():
+        if isinstance(module, PosencRotaryEmbedding) or not type(module).__name__.endswith("RotaryEmbedding"):
+            continue
+        arguments = _forward_arguments(module)
+        if len(arguments) >= 2 and arguments[1] == "position_ids":
+            found.append((name, module))
+    return found
+
+
+def _forward_arguments(module: nn.Module) -> list[str]:
+    """Names of the forward's arguments (decorators unwrapped; ``*args`` as ``*``)."""
+    parameters = inspect.signature(type(module).forward).parameters.values()
+    names = [p.name if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) else "*" for p in parameters]
+    return names[1:]  # without self
+
+
+def _checked_replacement(module: nn.Module) -> PosencRotaryEmbedding:
+    """The replacement for `module`, or ValueError saying why posenc does not reproduce it."""
+    arguments = _forward_arguments(module)
+    if arguments[2:]:
+        raise ValueError(
+            f"its forward takes ({', '.join(arguments)}), more than (x, position_ids) "
+            "(per-layer-type rotary embeddings are not supported)"
+        )
+    config = getattr(module, "config", None)
+    if config is None:
+        raise ValueError("it holds no config to read its RoPE parameters from")
+    try:
+        candidates = {name: PosencRotaryEmbedding(config, output_format=name) for name in OUTPUT_FORMATS}
+    except (AttributeError, KeyError, TypeError) as error:
+        raise ValueError(f"its config cannot be translated ({type(error).__name__}: {error})") from None
+    width = getattr(module, "inv_freq", None)
+    rotary_dim = candidates["half"].rotary_dim
+    if isinstance(width, torch.Tensor) and 2 * width.numel() != rotary_dim:
+        raise ValueError(
+            f"transformers rotates {2 * width.numel()} channels but the config gives rotary_dim {rotary_dim}"
+        )
+    reference = _reference_copy(module)
+    _check_built_from_config(module, reference)
+    output_format, output_dtype = _probe(reference, candidates, config)
+    return PosencRotaryEmbedding(
+        config,
+        output_format=output_format,
+        output_dtype=output_dtype,
+        max_seq_len_cached=getattr(module, "max_seq_len_cached", None),
+    )
+
+
+def _reference_copy(module: nn.Module) -> nn.Module:
+    """A float32 CPU copy of the module to probe: rebuilt from its config (so a model cast to bfloat16 is
+    compared with the frequencies it was built with), else a deep copy. The model itself is not touched."""
+    try:
+        with torch.device("cpu"):
+            reference = type(module)(module.config)
+    except Exception:  # a constructor that takes more than the config
+        try:
+            reference = copy.deepcopy(module).to("cpu")
+        except Exception as error:  # meta tensors, modules that cannot be copied
+            raise ValueError(
+                f"it cannot be copied to compare with ({type(error).__name__}: {error})"
+            ) from None
+    return reference.float().eval()
+
+
+def _check_built_from_config(module: nn.Module, reference: nn.Module) -> None:
+    """ValueError unless the module still computes what its config says: the probes run on the rebuilt
+    copy, so frequencies or an attention factor changed after construction must not go unseen. Its
+    frequencies may be rounded to its own dtype (a model cast to bfloat16), which is what posenc undoes."""
+    if getattr(module, "attention_scaling", None) != getattr(reference, "attention_scaling", None):
+        raise ValueError(
+            f"its attention_scaling {getattr(module, 'attention_scaling', None)!r} is not the "
+            f"{getattr(reference, 'attention_scaling', None)!r} its config gives"
+        )
+    # dynamic NTK and LongRoPE overwrite inv_freq per call and keep the config's in original_inv_freq
+    has_original = isinstance(getattr(module, "original_inv_freq", None), torch.Tensor)
+    key = "original_inv_freq" if has_original else "inv_freq"
+    own, built = getattr(module, key, None), getattr(reference, key, None)
+    if not isinstance(own, torch.Tensor) or not isinstance(built, torch.Tensor) or own.is_meta:
+        return  # nothing to compare (the probes still compare what the module returns)
+    rounding = torch.finfo(own.dtype).eps if own.is_floating_point() else 0.0
+    if own.shape != built.shape or not torch.allclose(
+        own.detach().cpu().double(), built.double(), rtol=max(rounding, 2e-7), atol=0.0
+    ):
+        raise ValueError(f"its {key} is not the one its config gives (changed after it was built)")
+
+
+def _probes(config) -> list[tuple[str, torch.dtype, torch.Tensor, bool]]:
+    """``(what, x dtype, position_ids, required)`` in call order; the order exercises dynamic NTK's state
+    (grow past the original length, stay grown, reset). ``required``: the module must accept it."""
+    parameters = getattr(config, "rope_parameters", None) or {}
+    lengths = (
+        getattr(config, "max_position_embeddings", None),
+        parameters.get("original_max_position_embeddings"),
+    )
+    # past the longest original length, within float32's exact integers
+    length = min(max((n for n in lengths if isinstance(n, int) and n > 0), default=64), 2**22)
+    row = torch.arange(16)
+    batch = torch.stack((row, row + 37))  # [2, 16], rows starting at different positions (left padding)
+    long = torch.tensor([[0, 1, 2, 3, 5, 8, 13, length - 1, length, length + 1, 2 * length + 1]])  # [1, 11]
+    multi_axis = torch.stack((batch, batch + 7, batch + 19))  # [3, 2, 16]
+    return [
+        ("position ids [[0..15], [37..52]]", torch.float32, batch, True),
+        (f"positions up to 2·{length}+1", torch.float32, long, True),
+        (f"positions up to {length}+3", torch.float32, torch.tensor([[0, 1, 2, length + 3]]), True),
+        ("position ids [[0..15], [37..52]] again", torch.float32, batch, True),
+        ("a decoding step [[53], [20]]", torch.float32, torch.tensor([[53], [20]]), True),
+        ("bfloat16 input", torch.bfloat16, batch, True),
+        ("multi-axis position ids [3, b, s] (M-RoPE)", torch.float32, multi_axis, False),
+    ]
+
+
+def _call(module: nn.Module, dtype: torch.dtype, position_ids: torch.Tensor):
+    x = torch.zeros(*position_ids.shape[-2:], 8, dtype=dtype)  # [b, s, 8]: only dtype and device are read
+    return module(x, position_ids)
+
+
+def _probe(
+    reference: nn.Module, candidates: dict[str, PosencRotaryEmbedding], config
+) -> tuple[str, torch.dtype | None]:
+    """The output format and dtype (None: x's) in which posenc reproduces `reference` on every probe,
+    or ValueError."""
+    probes = _probes(config)
+    what, dtype, position_ids, _ = probes[0]
+    theirs = _run_reference(reference, what, dtype, position_ids)
+    misses = {}
+    for name, candidate in candidates.items():
+        misses[name] = _mismatch(theirs, _call(candidate, dtype, position_ids), candidate, position_ids)
+        if misses[name] is None:
+            break
+    else:
+        raise ValueError(
+            f"on {what} it returns {_describe(theirs)}, which no posenc output format reproduces ("
+            + "; ".join(f"{name}: {miss}" for name, miss in misses.items())
+            + ")"
+        )
+    ours = candidates[name]
+    for what, dtype, position_ids, required in probes[1:]:
+        if required:
+            theirs = _run_reference(reference, what, dtype, position_ids)
+        else:
+            try:
+                theirs = _run_reference(reference, what, dtype, position_ids)
+            except ValueError:
+                continue  # the module cannot be called this way, so the model does not call it so
+        if dtype != torch.float32 and _all_float32(theirs):
+            ours.output_dtype = torch.float32  # cos/sin kept in float32 whatever x is (OLMo, Ernie 4.5)
+        try:
+            output = _call(ours, dtype, position_ids)
+        except Exception as error:
+            raise ValueError(
+                f"on {what} it returns {_describe(theirs)}; posenc fails ({type(error).__name__}: {error})"
+            ) from None
+        miss = _mismatch(theirs, output, ours, position_ids)
+        if miss is not None:
+            raise ValueError(
+                f"on {what} it returns {_describe(theirs)}; posenc's {name!r} output does not reproduce it: {miss}"
+            )
+    return name, ours.output_dtype
+
+
+def _all_float32(output) -> bool:
+    parts = list(output) if isinstance(output, tuple | list) else [output]
+    return all(isinstance(part, torch.Tensor) and part.dtype == torch.float32 for part in parts)
+
+
+def _run_reference(reference: nn.Module, what: str, dtype: torch.dtype, position_ids: torch.Tensor):
+    try:
+        return _call(reference, dtype, position_ids)
+    except Exception as error:
+        raise ValueError(f"its forward fails on {what} ({type(error).__name__}: {error})") from None
+
+
+def _describe(output) -> str:
+    if isinstance(output, torch.Tensor):
+        return f"a {str(output.dtype).removeprefix('torch.')} tensor {list(output.shape)}"
+    if isinstance(output, tuple | list):
+        return f"a {type(output).__name__} of ({', '.join(_describe(part) for part in output)})"
+    return f"a {type(output).__name__}"
+
+
+def _mismatch(theirs, ours, candidate: PosencRotaryEmbedding, position_ids: torch.Tensor) -> str | None:
+    """None when `ours` reproduces `theirs` (structure, shapes, dtypes, values), else how it does not."""
+    their_parts = list(theirs) if isinstance(theirs, tuple | list) else [theirs]
+    our_parts = list(ours) if isinstance(ours, tuple | list) else [ours]
+    if type(theirs) is not type(ours) or len(their_parts) != len(our_parts):
+        return f"returns {_describe(ours)}"
+    # the angle |pos·θ| of every output value, laid out as the output: the float32 error grows with it
+    angle = position_ids.abs().double()[..., None] * candidate.inv_freq  # [..., r/2]
+    angles = OUTPUT_FORMATS[candidate.output_format](angle, angle)
+    angle_parts = list(angles) if isinstance(angles, tuple | list) else [angles]
+    scale = max(1.0, abs(candidate.attention_scaling))
+    for their, our, angle in zip(their_parts, our_parts, angle_parts, strict=True):
+        if not isinstance(their, torch.Tensor) or their.shape != our.shape or their.dtype != our.dtype:
+            return f"returns {_describe(ours)}"
+        if their.is_complex():
+            their, our, angle = torch.view_as_real(their), torch.view_as_real(our), angle.real[..., None]
+        atol = _BFLOAT16_ATOL if their.dtype == torch.bfloat16 else _ATOL
+        error = (their.double() - our.double()).abs()
+        if not (error <= scale * (atol + _ANGLE_RTOL * angle)).all():
+            return f"values differ by up to {float(error.max()):.3g}"
+    return None
