@@ -74,8 +74,26 @@ def patch_outcome(model_type: str) -> str:
     after = tiny_models.answers(patched)  # a crash here fails the test: accepted, then broken
     difference = tiny_models.difference(before, after)
     assert difference is None, f"{name}: accepted but {difference}"
+    assert rope_moves_the_logits(patched, replaced, after.logits), f"{name}: the tiny model ignores its RoPE"
     formats = {f"{m.output_format} {m.output_dtype or ''}".strip() for m in replaced}
     return "matched: " + ", ".join(sorted(formats))
+
+
+def _reversed(module, args, output):
+    """Forward hook: the rotation by −angle (sin negated, or the conjugate frequencies)."""
+    return (output[0], -output[1]) if isinstance(output, tuple) else output.conj()
+
+
+def rope_moves_the_logits(model, rotary, logits) -> bool:
+    """Control: with every rotation reversed the logits move by far more than the tolerance, so the
+    comparison above could have failed (a tiny model whose kept layers never rotate would not)."""
+    hooks = [module.register_forward_hook(_reversed) for module in rotary]
+    try:
+        reversed_logits = tiny_models.shifted_logits(model)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return bool((reversed_logits - logits).abs().max() > 100 * tiny_models.LOGITS_RTOL * logits.abs().max())
 
 
 @pytest.mark.parametrize("model_type", _params())
