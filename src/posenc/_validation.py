@@ -10,7 +10,9 @@ import torch
 
 
 def check_int(name: str, value: object) -> int:
-    """`value` as an int; bools and floats (even 8.0) are refused."""
+    """`value` as an int (a 0-d integer tensor counts); bools and floats (even 8.0) are refused."""
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and is_integer_dtype(value.dtype):
+        return int(value)
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
     return int(value)
