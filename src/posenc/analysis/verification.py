@@ -382,60 +382,67 @@ def precision(encoding: PositionalEncoding, length: int) -> Property:
             "precision", f"it holds positions 0 … {limit - 1} only: positions up to 2^21 are refused"
         )
     positions = _precision_positions()
-    pieces = encoding.frequency_pieces()
     if encoding.codes(positions[:1]) is not None:
-        if pieces is None:
-            return _not_applicable(
-                "precision", "no exact reference for its codes (they are not sin/cos pairs)"
-            )
-        cos, sin = exact_cos_sin(positions, pieces)  # [n, d/2] float64
-        exact = torch.stack((sin, cos), dim=-1).flatten(-2)  # [n, d]: sin at 2k, cos at 2k+1
-        approx = encoding.embed(torch.zeros(1, positions.numel(), exact.shape[-1]), positions)[0]  # float32
-        value = _ulps(approx[..., -exact.shape[-1] :], exact, torch.float32, TABLE_FLOOR)
-        return _at_most(
-            "precision",
-            value,
-            1.0,
-            "angles reduced exactly from integer positions, rounded once to float32",
-            "the float32 code is more than one rounding away from the exact sin/cos of its frequencies",
-        )
-    if encoding.kind == "rotary" and pieces is not None:
-        frequencies = pieces.sum(dim=-1)
-        exact = torch.cat(exact_cos_sin(positions, split_frequencies(frequencies)), dim=-1)
-        scale = getattr(encoding, "attention_factor", 1.0)
-        posenc = torch.cat(encoding.rotation_tables(positions), dim=-1).to(torch.float32) / scale
-        ulps = {
-            "posenc": _ulps(posenc, exact, torch.float32, TABLE_FLOOR),
-            "float32": _ulps(
-                torch.cat(RECIPES["float32"](positions, frequencies), dim=-1),
-                exact,
-                torch.float32,
-                TABLE_FLOOR,
-            ),
-        }
-        return _at_most(
-            "precision",
-            ulps["posenc"],
-            1.0,
-            f"cos/sin within one float32 rounding of exact (the float32-angle recipe: {ulps['float32']:.3g} ulps)",
-            f"cos/sin {ulps['posenc']:.3g} ulps from exact (float32-angle recipe: {ulps['float32']:.3g} ulps)",
-        )
+        return _code_precision(encoding, positions)
     if encoding.kind == "rotary":
-        return _not_applicable("precision", "no fixed frequencies: they follow the length (dynamic NTK)")
-    exact = encoding.distance_bias(positions)
-    if exact is not None:
-        query = torch.tensor([PRECISION_POSITIONS - 1])
-        keys = PRECISION_POSITIONS - 1 - positions  # distances = positions
-        approx = encoding.bias(query, keys)[:, 0]  # [h, n]
-        value = _ulps(approx, exact.detach().to(torch.float64), approx.dtype)
-        return _at_most(
-            "precision",
-            value,
-            1.0,
-            "the bias at any distance is one rounding of the float64 value",
-            "the bias is more than one rounding away from float64 at long distances",
-        )
+        return _rotation_precision(encoding, positions)
+    if encoding.distance_bias(positions[:1]) is not None:
+        return _bias_precision(encoding, positions)
     return _not_applicable("precision", "no position arithmetic")
+
+
+def _code_precision(encoding: PositionalEncoding, positions: torch.Tensor) -> Property:
+    """The float32 codes ``embed`` adds against the exact sin/cos of the encoding's frequencies."""
+    pieces = encoding.frequency_pieces()
+    if pieces is None:
+        return _not_applicable("precision", "no exact reference for its codes (they are not sin/cos pairs)")
+    cos, sin = exact_cos_sin(positions, pieces)  # [n, d/2] float64
+    exact = torch.stack((sin, cos), dim=-1).flatten(-2)  # [n, d]: sin at 2k, cos at 2k+1
+    approx = encoding.embed(torch.zeros(1, positions.numel(), exact.shape[-1]), positions)[0]  # float32
+    value = _ulps(approx[..., -exact.shape[-1] :], exact, torch.float32, TABLE_FLOOR)
+    return _at_most(
+        "precision",
+        value,
+        1.0,
+        "angles reduced exactly from integer positions, rounded once to float32",
+        "the float32 code is more than one rounding away from the exact sin/cos of its frequencies",
+    )
+
+
+def _rotation_precision(encoding: PositionalEncoding, positions: torch.Tensor) -> Property:
+    """The rotation's cos/sin tables in float32 against the exact ones, beside the float32-angle recipe."""
+    pieces = encoding.frequency_pieces()
+    if pieces is None:
+        return _not_applicable("precision", "no fixed frequencies: they follow the length (dynamic NTK)")
+    frequencies = pieces.sum(dim=-1)
+    exact = torch.cat(exact_cos_sin(positions, split_frequencies(frequencies)), dim=-1)
+    scale = getattr(encoding, "attention_factor", 1.0)
+    tables = {
+        "posenc": torch.cat(encoding.rotation_tables(positions), dim=-1).to(torch.float32) / scale,
+        "float32": torch.cat(RECIPES["float32"](positions, frequencies), dim=-1),
+    }
+    ulps = {recipe: _ulps(table, exact, torch.float32, TABLE_FLOOR) for recipe, table in tables.items()}
+    return _at_most(
+        "precision",
+        ulps["posenc"],
+        1.0,
+        f"cos/sin within one float32 rounding of exact (the float32-angle recipe: {ulps['float32']:.3g} ulps)",
+        f"cos/sin {ulps['posenc']:.3g} ulps from exact (float32-angle recipe: {ulps['float32']:.3g} ulps)",
+    )
+
+
+def _bias_precision(encoding: PositionalEncoding, positions: torch.Tensor) -> Property:
+    """The materialised bias at far distances against the float64 per-distance bias."""
+    query = torch.tensor([PRECISION_POSITIONS - 1])
+    approx = encoding.bias(query, PRECISION_POSITIONS - 1 - positions)[:, 0]  # [h, n]: distances = positions
+    value = _ulps(approx, encoding.distance_bias(positions).detach().to(torch.float64), approx.dtype)
+    return _at_most(
+        "precision",
+        value,
+        1.0,
+        "the bias at any distance is one rounding of the float64 value",
+        "the bias is more than one rounding away from float64 at long distances",
+    )
 
 
 CLAIMS = {

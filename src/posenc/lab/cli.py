@@ -56,10 +56,17 @@ def _seeds(text: str) -> list[int]:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the lab's subcommands (``run``, ``report``, ``presets``) to ``parser``."""
+    commands = parser.add_subparsers(dest="lab_command", required=True, metavar="LAB_COMMAND")
+    _configure_run(commands)
+    _configure_report(commands)
+    commands.add_parser("presets", help="the presets and what they run")
+    parser.set_defaults(handler=main)
+
+
+def _configure_run(commands) -> None:
     from posenc.lab.distributed import MODES
     from posenc.lab.presets import PRESETS
 
-    commands = parser.add_subparsers(dest="lab_command", required=True, metavar="LAB_COMMAND")
     run = commands.add_parser(
         "run",
         help="train and evaluate every (task, encoding, seed) of a preset; finished runs are skipped",
@@ -115,6 +122,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="rich bars (default on a terminal)",
     )
 
+
+def _configure_report(commands) -> None:
     report = commands.add_parser("report", help="the measured comparison table next to seed 004's claims")
     report.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"sqlite records (default {DEFAULT_DB})")
     report.add_argument(
@@ -126,9 +135,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     report.add_argument(
         "--preset", default=None, help="only this preset's runs (default every preset recorded)"
     )
-
-    commands.add_parser("presets", help="the presets and what they run")
-    parser.set_defaults(handler=main)
 
 
 def _threads(requested: int | None) -> int:
