@@ -11,16 +11,26 @@ settings.register_profile("default", deadline=None, max_examples=60)
 settings.register_profile("ci", deadline=None, max_examples=60, derandomize=True)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 
-#: Small constructor arguments for each registered encoding; a new encoding must add a line.
-ENCODING_KWARGS = {
-    "sinusoidal": {"d_model": 16},
-    "learned": {"max_len": 64, "d_model": 16},
-    "nope": {},
-    "rope": {"d_head": 16},
-    "alibi": {"n_heads": 4},
-    "t5": {"n_heads": 4},
-    "swin": {"n_heads": 4, "window": 7},
-}
+class _SmallArguments(dict):
+    """name -> small constructor arguments: these, else the encoding's own ``model_arguments`` for a
+    model of width 16 with 4 heads and 64 positions (a new encoding needs no line here)."""
+
+    def __missing__(self, name: str) -> dict:
+        from posenc.encodings import encoding_class
+
+        return encoding_class(name).model_arguments(d_model=16, n_heads=4, max_len=64, causal=True)
+
+
+#: Small constructor arguments for each registered encoding (widths the tests' tensors use).
+ENCODING_KWARGS = _SmallArguments(
+    sinusoidal={"d_model": 16},
+    learned={"max_len": 64, "d_model": 16},
+    nope={},
+    rope={"d_head": 16},
+    alibi={"n_heads": 4},
+    t5={"n_heads": 4},
+    swin={"n_heads": 4, "window": 7},
+)
 
 
 @pytest.fixture(scope="session")

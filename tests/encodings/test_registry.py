@@ -15,8 +15,9 @@ def test_available_lists_the_foundation_encodings():
     assert posenc.available() == sorted(posenc.available())
 
 
-def test_every_registered_encoding_has_test_arguments():
-    assert set(posenc.available()) <= set(ENCODING_KWARGS), "add the new encoding to ENCODING_KWARGS"
+def test_every_registered_encoding_builds_from_its_test_arguments():
+    for name in posenc.available():
+        assert isinstance(posenc.build(name, **ENCODING_KWARGS[name]), PositionalEncoding), name
 
 
 @pytest.mark.parametrize("name", posenc.available())
