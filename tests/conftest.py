@@ -11,6 +11,7 @@ settings.register_profile("default", deadline=None, max_examples=60)
 settings.register_profile("ci", deadline=None, max_examples=60, derandomize=True)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 
+
 class _SmallArguments(dict):
     """name -> small constructor arguments: these, else the encoding's own ``model_arguments`` for a
     model of width 16 with 4 heads and 64 positions (a new encoding needs no line here)."""
