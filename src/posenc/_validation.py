@@ -145,3 +145,22 @@ def as_positions(
     if positions.numel() == 0:
         raise ValueError(f"{name} must not be empty, got shape {tuple(positions.shape)}")
     return positions.to(dtype=torch.int64, device=device)
+
+
+def pair_positions(q_positions: torch.Tensor, k_positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Query and key positions checked for a bias: each ``[n]`` or ``[b, n]``, one batch size.
+
+    Raises:
+        ValueError: float or empty positions, more than 2 dimensions, batch sizes that differ.
+    """
+    q_positions = as_positions(q_positions, name="q_positions")
+    k_positions = as_positions(k_positions, name="k_positions")
+    for name, positions in (("q_positions", q_positions), ("k_positions", k_positions)):
+        if positions.dim() not in (1, 2):
+            raise ValueError(f"{name} must be [n] or [b, n], got shape {tuple(positions.shape)}")
+    if q_positions.dim() == 2 and k_positions.dim() == 2 and q_positions.shape[0] != k_positions.shape[0]:
+        raise ValueError(
+            f"q_positions and k_positions must have the same batch size, got {q_positions.shape[0]} "
+            f"and {k_positions.shape[0]}"
+        )
+    return q_positions, k_positions

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from posenc._validation import as_positions, check_positive_float, check_positive_int
+from posenc._validation import as_positions, check_positive_float, check_positive_int, pair_positions
 from posenc.encodings.base import PositionalEncoding, SeedRow
 from posenc.functional.alibi import alibi_bias, alibi_scores, alibi_slopes
 from posenc.functional.relative import swin_relative_index, swin_table_size, t5_relative_bucket
@@ -26,25 +26,6 @@ def _positions(positions: torch.Tensor | None, offset: int) -> Callable:
     if positions.dim() == 1:
         return lambda b, index: positions[index]
     return lambda b, index: positions[b, index]
-
-
-def pair_positions(q_positions: torch.Tensor, k_positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Query and key positions checked for a bias: each ``[n]`` or ``[b, n]``, one batch size.
-
-    Raises:
-        ValueError: float or empty positions, more than 2 dimensions, batch sizes that differ.
-    """
-    q_positions = as_positions(q_positions, name="q_positions")
-    k_positions = as_positions(k_positions, name="k_positions")
-    for name, positions in (("q_positions", q_positions), ("k_positions", k_positions)):
-        if positions.dim() not in (1, 2):
-            raise ValueError(f"{name} must be [n] or [b, n], got shape {tuple(positions.shape)}")
-    if q_positions.dim() == 2 and k_positions.dim() == 2 and q_positions.shape[0] != k_positions.shape[0]:
-        raise ValueError(
-            f"q_positions and k_positions must have the same batch size, got {q_positions.shape[0]} "
-            f"and {k_positions.shape[0]}"
-        )
-    return q_positions, k_positions
 
 
 class BiasEncoding(PositionalEncoding):

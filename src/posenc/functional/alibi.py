@@ -23,7 +23,7 @@ from collections.abc import Iterable
 
 import torch
 
-from posenc._validation import as_positions, check_int, check_positive_float, check_positive_int
+from posenc._validation import check_int, check_positive_float, check_positive_int, pair_positions
 
 #: The paper's slope exponent: the slopes of n heads span 2^(−8/n) … 2^(−8).
 PAPER_BIAS_MAX = 8.0
@@ -149,15 +149,7 @@ def alibi_bias(
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ValueError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
     m = _head_slopes(slopes, bias_max)  # [h] float64
-    q = as_positions(q_positions)
-    k = as_positions(k_positions)
-    for name, positions in (("q_positions", q), ("k_positions", k)):
-        if positions.dim() not in (1, 2):
-            raise ValueError(f"{name} must be [n] or [b, n], got shape {tuple(positions.shape)}")
-    if q.dim() == 2 and k.dim() == 2 and q.shape[0] != k.shape[0]:
-        raise ValueError(
-            f"q_positions and k_positions must have the same batch size, got {q.shape[0]} and {k.shape[0]}"
-        )
+    q, k = pair_positions(q_positions, k_positions)
     check_distance_range(q, k)
     relative = (k.unsqueeze(-2) - q.unsqueeze(-1)).unsqueeze(-3)  # [1, i, j] or [b, 1, i, j]: j − i, exact
     bias = alibi_scores(relative, m.to(q.device)[:, None, None], symmetric=symmetric)  # [(b,) h, i, j]
