@@ -77,6 +77,13 @@ def _within(encoding: PositionalEncoding, length: int) -> int:
     return length if limit is None else min(length, limit)
 
 
+def _bias_positions(encoding: PositionalEncoding) -> int:
+    """Query/key positions of a bias heatmap: BIAS_POSITIONS, or every position of an encoding that
+    holds few (a window's tokens)."""
+    limit = encoding.position_limit
+    return limit if limit is not None and limit <= 2 * BIAS_POSITIONS else BIAS_POSITIONS
+
+
 def _rows(encoding: PositionalEncoding) -> int:
     """Rows of a code matrix: a table's every row, else MATRIX_LENGTH."""
     return encoding.position_limit or MATRIX_LENGTH
@@ -152,8 +159,8 @@ KINDS: dict[str, FigureKind] = {
         "The frequencies of every context-extension scaling, against the unscaled ones.",
     ),
     "bias-heads": FigureKind(
-        lambda label, e: f"{label} bias per head ({_within(e, BIAS_POSITIONS)} query and key positions)",
-        lambda e, title, name: bias_heads(bias_matrix(e, _within(e, BIAS_POSITIONS)), title=title),
+        lambda label, e: f"{label} bias per head ({_bias_positions(e)} query and key positions)",
+        lambda e, title, name: bias_heads(bias_matrix(e, _bias_positions(e)), title=title),
         "The bias every head adds to the score of query i and key j.",
     ),
     "bias-distance": FigureKind(
