@@ -402,3 +402,22 @@ def test_non_float_tensors_are_refused_naming_the_dtype(dtype):
 def test_rope_cos_sin_refuses_a_non_float_output_dtype(dtype):
     with pytest.raises(TypeError, match=f"dtype must be a floating-point torch.dtype, got {dtype}"):
         rope_cos_sin(4, rope_inv_freq(8)[0], dtype=dtype)
+
+
+@pytest.mark.parametrize("backend", ["auto", "eager", "native", "reference", "cpu"])
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_every_cpu_backend_gives_the_reference_result_in_float32(backend, layout):
+    x = torch.randn(2, 3, 7, 32, generator=torch.Generator().manual_seed(0))
+    cos, sin = rope_cos_sin(torch.arange(7) * 1000, rope_inv_freq(24)[0])
+    expected = apply_rope(x, cos, sin, layout=layout, rotary_dim=24, backend="eager")
+    got = apply_rope(x, cos, sin, layout=layout, rotary_dim=24, backend=backend)
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)  # the C kernel: bit-identical
+
+
+def test_cos_and_sin_on_another_device_than_x_are_refused_naming_both():
+    x = torch.zeros(1, 1, 4, 8)
+    table = torch.zeros(4, 4, device="meta")
+    with pytest.raises(ValueError, match="cos is on meta and x on cpu; they must share a device"):
+        apply_rope(x, table, torch.zeros(4, 4))
+    with pytest.raises(ValueError, match="sin is on meta and x on cpu; they must share a device"):
+        apply_rope(x, torch.zeros(4, 4), table)

@@ -63,7 +63,7 @@ def _angles(positions, rotary_dim, dtype=torch.float32):
 def _exact(x, positions, layout, rotary_dim=None):
     """x rotated in float64 from exact float64 angles, by the functional reference path."""
     cos, sin = _angles(positions, rotary_dim or x.shape[-1], torch.float64)
-    return apply_rope(x.double(), cos, sin, layout=layout, rotary_dim=rotary_dim, backend="reference")
+    return apply_rope(x.double(), cos, sin, layout=layout, rotary_dim=rotary_dim, backend="eager")
 
 
 def _assert_close_to_exact(got, exact, dtype):
@@ -102,7 +102,7 @@ def test_q_and_k_in_one_launch_match_float64_with_gqa(interpret, layout, dtype, 
 def test_result_is_the_float32_rotation_rounded_once(interpret, dtype, layout):
     (x,) = _tensors((1, 3, 5, 24), dtype)
     cos, sin = _angles(torch.arange(5) * 101, 20)
-    once = apply_rope(x.float(), cos, sin, layout=layout, rotary_dim=20, backend="reference").to(dtype)
+    once = apply_rope(x.float(), cos, sin, layout=layout, rotary_dim=20, backend="eager").to(dtype)
     assert torch.equal(apply_rope_triton(x, cos, sin, layout=layout, rotary_dim=20), once)
 
 
@@ -225,7 +225,7 @@ def test_every_shape_apply_rope_takes(interpret):
         (x3.unsqueeze(1).expand(2, 3, 5, 8), cos_b[:1], sin_b[:1]),
     ]
     for x, c, s in cases:
-        expected = apply_rope(x.double(), c.double(), s.double(), backend="reference")
+        expected = apply_rope(x.double(), c.double(), s.double(), backend="eager")
         _assert_close_to_exact(apply_rope_triton(x, c, s), expected, torch.float32)
 
 
@@ -236,8 +236,8 @@ def test_q_and_k_of_other_lengths_and_their_own_angles_as_in_decoding(interpret)
     q_cos, q_sin = _angles(torch.tensor([9]), 8)
     k_cos, k_sin = (t * 0.5 for t in _angles(torch.arange(10), 8))
     got = apply_rope_qk_triton(q, k, q_cos, q_sin, k_cos=k_cos, k_sin=k_sin)
-    torch.testing.assert_close(got[0], apply_rope(q, q_cos, q_sin, backend="reference"), atol=1e-5, rtol=1e-6)
-    torch.testing.assert_close(got[1], apply_rope(k, k_cos, k_sin, backend="reference"), atol=1e-5, rtol=1e-6)
+    torch.testing.assert_close(got[0], apply_rope(q, q_cos, q_sin, backend="eager"), atol=1e-5, rtol=1e-6)
+    torch.testing.assert_close(got[1], apply_rope(k, k_cos, k_sin, backend="eager"), atol=1e-5, rtol=1e-6)
 
 
 @needs_triton
@@ -257,26 +257,28 @@ def test_apply_rope_forced_to_triton_and_to_the_reference(interpret):
     cos, sin = _angles(torch.arange(5), 8)
     assert torch.equal(apply_rope(x, cos, sin, backend="triton"), apply_rope_triton(x, cos, sin))
     reference = functional_rope._apply_rope_reference(x, cos, sin, "half", 8)
-    assert torch.equal(apply_rope(x, cos, sin, backend="reference"), reference)  # products in bfloat16
+    assert torch.equal(apply_rope(x, cos, sin, backend="eager"), reference)  # products in bfloat16
     q, k = apply_rope_qk(x, x[:, :1], cos, sin, backend="triton")
     assert torch.equal(q, apply_rope_triton(x, cos, sin))
 
 
-def test_apply_rope_auto_takes_the_cpu_fast_path_on_cpu(monkeypatch):
+def test_apply_rope_auto_takes_the_native_kernel_on_cpu_with_or_without_autograd(monkeypatch, interpret):
     calls = []
     monkeypatch.setattr(rope_triton, "apply_rope_triton", lambda *a, **k: calls.append("triton"))
     from posenc.kernels import rope_cpu
 
-    original = rope_cpu.apply_rope_cpu
-    monkeypatch.setattr(rope_cpu, "apply_rope_cpu", lambda *a, **k: calls.append("cpu") or original(*a, **k))
+    original = rope_cpu.apply_rope_native
+    monkeypatch.setattr(
+        rope_cpu, "apply_rope_native", lambda *a, **k: calls.append("native") or original(*a, **k)
+    )
     (x,) = _tensors((1, 2, 5, 8))
     cos, sin = _angles(torch.arange(5), 8)
     got = apply_rope(x, cos, sin)
-    assert calls == ["cpu"]
-    assert torch.equal(got, apply_rope(x, cos, sin, backend="reference"))  # float32: bit-identical
+    assert calls == ["native"]  # even where Triton's interpreter could run CPU tensors
+    assert torch.allclose(got, apply_rope(x, cos, sin, backend="eager"), atol=1e-6, rtol=0)
     x.requires_grad_()
-    apply_rope(x, cos, sin)  # autograd: the reference
-    assert calls == ["cpu"]
+    apply_rope(x, cos, sin)
+    assert calls == ["native", "native"]
 
 
 @pytest.mark.skipif(
@@ -293,14 +295,14 @@ def test_apply_rope_auto_picks_triton_for_cuda_tensors():
             torch.empty(6, 8, device="cuda", dtype=torch.float64),
             torch.empty(6, 8, device="cuda", dtype=torch.float64),
         )
-        items = [(q, cos, sin), (k, cos, sin)]
-        assert functional_rope._path("auto", items) == "triton"
-        assert functional_rope._path("auto", [(q.double(), cos, sin)]) == "reference"  # float64: no kernel
-        assert (
-            functional_rope._path("auto", [(torch.empty(1, 1, 6, 512, device="cuda"), cos, sin)])
-            == "reference"
-        )
-        assert functional_rope._path("reference", items) == "reference"
+        items = [("q", q, cos, sin), ("k", k, cos, sin)]
+        assert functional_rope._path("auto", items, [16, 16]) == "triton"
+        assert functional_rope._path("auto", [("x", q.double(), cos, sin)], [16]) == "eager"  # no float64
+        wide = torch.empty(1, 1, 6, 512, device="cuda")
+        assert functional_rope._path("auto", [("x", wide, cos, sin)], [16]) == "eager"
+        assert functional_rope._path("eager", items, [16, 16]) == "eager"
+        with pytest.raises(ValueError, match="the native kernel runs CPU tensors, got q on cuda"):
+            functional_rope._path("native", items, [16, 16])
         q_rot, k_rot = apply_rope_qk(q, k, cos, sin)
         assert q_rot.shape == q.shape and q_rot.dtype == torch.bfloat16 and q_rot.device.type == "cuda"
         assert apply_rope(q, cos, sin).shape == q.shape
@@ -313,13 +315,15 @@ def test_auto_takes_the_reference_on_cuda_without_triton(monkeypatch):
     with FakeTensorMode():
         x = torch.empty(1, 2, 4, 8, device="cuda")
         cos = torch.empty(4, 4, device="cuda")
-        assert functional_rope._path("auto", [(x, cos, cos)]) == "reference"
+        assert functional_rope._path("auto", [("x", x, cos, cos)], [8]) == "eager"
 
 
 def test_backend_is_checked_by_name():
     x = torch.zeros(1, 1, 4, 8)
     with pytest.raises(
-        ValueError, match=r"backend must be one of 'auto', 'reference', 'triton', 'cpu'; got 'cuda'"
+        ValueError,
+        match=r"backend must be one of 'auto', 'eager', 'native', 'triton' \(aliases: 'reference' for "
+        r"'eager', 'cpu' for 'native'\); got 'cuda'",
     ):
         apply_rope(x, torch.zeros(4, 4), torch.zeros(4, 4), backend="cuda")
     with pytest.raises(ValueError, match="k_cos and k_sin must be given together"):
@@ -336,22 +340,22 @@ def test_dtype_mismatches_are_named(interpret):
     with pytest.raises(
         TypeError, match=r"q and k must have the same dtype, got q torch.float32 and k torch.bfloat16"
     ):
-        apply_rope_qk_triton(x, x.bfloat16(), cos, sin)
+        apply_rope_qk(x, x.bfloat16(), cos, sin, backend="triton")
     with pytest.raises(
         TypeError, match=r"cos and sin must have the same dtype, got cos torch.float32 and sin torch.float64"
     ):
-        apply_rope_triton(x, cos, sin.double())
+        apply_rope(x, cos, sin.double(), backend="triton")
     with pytest.raises(
         TypeError,
         match=r"cos and sin must be float32, float64 or x's dtype torch.bfloat16, got torch.float16",
     ):
-        apply_rope_triton(x.bfloat16(), cos.half(), sin.half())
+        apply_rope(x.bfloat16(), cos.half(), sin.half(), backend="triton")
     with pytest.raises(
         TypeError, match=r"x must be float16, bfloat16 or float32 for the Triton kernels, got torch.float64"
     ):
-        apply_rope_triton(x.double(), cos, sin)
-    with pytest.raises(TypeError, match="q and k must have the same dtype"):
-        apply_rope_qk(x, x.bfloat16(), cos, sin, backend="triton")
+        apply_rope(x.double(), cos, sin, backend="triton")
+    # auto casts the tables itself, and leaves what the kernel cannot take to the reference
+    assert torch.equal(apply_rope(x.double(), cos, sin), apply_rope(x.double(), cos, sin, backend="eager"))
 
 
 @needs_triton
@@ -362,7 +366,7 @@ def test_head_width_above_the_maximum_is_refused_with_the_limit(interpret):
     with pytest.raises(
         ValueError, match=rf"q has head width {d}; the Triton kernels take at most {MAX_D_HEAD}"
     ):
-        apply_rope_qk_triton(x, x, cos, sin)
+        apply_rope_qk(x, x, cos, sin, backend="triton")
     assert apply_rope(x, cos, sin).shape == x.shape  # auto: the CPU path takes it
 
 
@@ -372,16 +376,19 @@ def test_other_bad_inputs_are_refused_before_anything_is_rotated(interpret):
     before = q.clone()
     cos, sin = _angles(torch.arange(4), 8)
     with pytest.raises(ValueError, match=r"inplace needs k to own its memory, got an expanded view"):
-        apply_rope_qk_triton(q, k[:, :1].expand(1, 2, 4, 8), cos, sin, inplace=True)
+        apply_rope_qk(q, k[:, :1].expand(1, 2, 4, 8), cos, sin, inplace=True, backend="triton")
     assert torch.equal(q, before)
-    with pytest.raises(ValueError, match=r"would enlarge x of shape \(4, 8\)"):
-        apply_rope_triton(q[0, 0], *_angles(torch.arange(8).view(2, 4), 8))
+    with pytest.raises(ValueError, match=r"would enlarge x of shape \(4, 8\); the Triton kernels"):
+        apply_rope(q[0, 0], *_angles(torch.arange(8).view(2, 4), 8), backend="triton")
     with pytest.raises(ValueError, match="do not differentiate cos"):
-        apply_rope_triton(q, cos.requires_grad_(), sin)
+        apply_rope(q, cos.requires_grad_(), sin, backend="triton")
     with pytest.raises(ValueError, match="rotary_dim must be even and at most the head width 8, got 10"):
-        apply_rope_triton(q, *_angles(torch.arange(4), 10), rotary_dim=10)
+        apply_rope(q, *_angles(torch.arange(4), 10), rotary_dim=10, backend="triton")
     with pytest.raises(ValueError, match=r"x must be \[b, h, s, d\], \[b, s, d\], \[n, s, d\] or \[s, d\]"):
-        apply_rope_triton(q[None], cos.detach(), sin)
+        apply_rope(q[None], cos.detach(), sin, backend="triton")
+    with pytest.raises(ValueError, match="one launch needs q and k of the same head width and rotary_dim"):
+        k_cos, k_sin = _angles(torch.arange(4), 4)
+        apply_rope_qk(q, q[..., :4], cos.detach(), sin, k_cos=k_cos, k_sin=k_sin, backend="triton")
 
 
 @needs_triton
@@ -389,7 +396,7 @@ def test_cpu_tensors_without_the_interpreter_are_refused(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     x = torch.zeros(1, 1, 4, 8)
     with pytest.raises(ValueError, match=r"CPU tensors under TRITON_INTERPRET=1 .* got a tensor on cpu"):
-        apply_rope_triton(x, *_angles(torch.arange(4), 8))
+        apply_rope(x, *_angles(torch.arange(4), 8), backend="triton")
 
 
 def test_a_missing_triton_is_reported(monkeypatch, interpret):
@@ -550,7 +557,7 @@ def test_cuda_forward_and_backward_match_float64(monkeypatch, layout, dtype):
     torch.autograd.backward(got, grads)
     for g, x, grad in zip(got, (q, k), grads, strict=True):
         leaf = x.detach().double().requires_grad_()
-        exact = apply_rope(leaf, cos64, sin64, layout=layout, rotary_dim=96, backend="reference")
+        exact = apply_rope(leaf, cos64, sin64, layout=layout, rotary_dim=96, backend="eager")
         exact.backward(grad.double())
         _assert_close_to_exact(g, exact.detach(), dtype)
         _assert_close_to_exact(x.grad, leaf.grad, dtype)

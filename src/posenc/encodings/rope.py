@@ -17,7 +17,6 @@ from posenc._validation import (
 from posenc.encodings.base import PositionalEncoding, SeedRow, resolve_positions
 from posenc.functional.angles import MAX_POSITION, reduced_angles_unchecked, split_frequencies
 from posenc.functional.rope import LAYOUTS, apply_rope_qk, rope_cos_sin, rope_inv_freq, xpos_scale, xpos_zeta
-from posenc.kernels.rope_cpu import apply_rope_cpu
 
 #: Positions below this are served from a float64 cos/sin cache grown on demand; others computed.
 CACHE_POSITIONS = 1 << 16
@@ -247,15 +246,9 @@ class RotaryEncoding(PositionalEncoding):
         reference = self._xpos_reference(q_positions, k_positions, q.dtype)
         q_cos, q_sin = self._angles(q_positions, 1.0, reference)
         k_cos, k_sin = self._angles(k_positions, -1.0, reference)
-        if q.device.type == "cuda":  # one Triton launch for q and k (float32 inside, rounded once)
-            return apply_rope_qk(
-                q, k, q_cos, q_sin, k_cos=k_cos, k_sin=k_sin, layout=self.layout, rotary_dim=self.rotary_dim
-            )
-        # One pass each on CPU (C kernel; float32 inside for bfloat16, rounded once); apply_rope under
-        # autograd and torch.compile.
-        return (
-            apply_rope_cpu(q, q_cos, q_sin, layout=self.layout, rotary_dim=self.rotary_dim),
-            apply_rope_cpu(k, k_cos, k_sin, layout=self.layout, rotary_dim=self.rotary_dim),
+        # The dispatcher picks the kernel: Triton on CUDA, C on CPU (float32 inside, rounded once).
+        return apply_rope_qk(
+            q, k, q_cos, q_sin, k_cos=k_cos, k_sin=k_sin, layout=self.layout, rotary_dim=self.rotary_dim
         )
 
     def extra_repr(self) -> str:

@@ -11,9 +11,11 @@ Only the first ``rotary_dim`` = r channels rotate (GPT-NeoX's partial rotary); t
 Notation used for tensor shapes: b batch, h heads, s sequence, d head width, r rotary_dim.
 ``cos`` and ``sin`` hold one value per frequency: ``[s, r/2]`` or ``[b, s, r/2]``.
 
-:func:`apply_rope` and :func:`apply_rope_qk` pick a fast path per call (``backend="auto"``): the Triton
-kernel of :mod:`posenc.kernels.rope_triton` for CUDA tensors, the C kernel of
-:mod:`posenc.kernels.rope_cpu` for CPU tensors; ``backend="reference"`` forces the plain torch recipe.
+:func:`apply_rope` and :func:`apply_rope_qk` are the one dispatcher to the RoPE kernels: they check
+their arguments once and pick a path per call (``backend="auto"``, names in :mod:`posenc.backends`):
+the Triton kernel of :mod:`posenc.kernels.rope_triton` for CUDA tensors, the C kernel of
+:mod:`posenc.kernels.rope_cpu` (``"native"``) for CPU tensors, forward and backward;
+``backend="eager"`` forces the plain torch recipe, the reference the kernels are checked against.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from posenc import backends
 from posenc._validation import (
     as_positions,
     check_bool,
@@ -36,7 +39,9 @@ from posenc._validation import (
     check_positive_floats,
     check_positive_int,
 )
+from posenc.backends import check_backend
 from posenc.functional.angles import exact_cos_sin, split_frequencies
+from posenc.kernels import rope_cpu, rope_triton
 
 LAYOUTS = ("half", "interleaved")
 
@@ -320,14 +325,20 @@ def rope_cos_sin(
 
 
 def _check_rotation(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, rotary_dim: int | None
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    layout: str,
+    rotary_dim: int | None,
+    name: str = "x",
 ) -> int:
+    """apply_rope's checks of one tensor and its tables, for every backend; the rotary width r."""
     check_choice("layout", layout, LAYOUTS)
-    check_float_tensor("x", x)
-    for name, table in (("cos", cos), ("sin", sin)):
-        check_float_tensor(name, table)
+    check_float_tensor(name, x)
+    for table_name, table in (("cos", cos), ("sin", sin)):
+        check_float_tensor(table_name, table)
     if x.dim() < 2:
-        raise ValueError(f"x must be [..., s, d] with at least 2 dimensions, got shape {tuple(x.shape)}")
+        raise ValueError(f"{name} must be [..., s, d] with at least 2 dimensions, got shape {tuple(x.shape)}")
     width = x.shape[-1]
     rotary_dim = width if rotary_dim is None else check_even_positive_int("rotary_dim", rotary_dim)
     if rotary_dim > width or rotary_dim % 2:
@@ -342,15 +353,20 @@ def _check_rotation(
         )
     if cos.dim() not in (2, 3) or cos.shape[-2] != x.shape[-2]:
         raise ValueError(
-            f"cos and sin must be [s, r/2] or [b, s, r/2] with s = {x.shape[-2]} to match x of shape "
+            f"cos and sin must be [s, r/2] or [b, s, r/2] with s = {x.shape[-2]} to match {name} of shape "
             f"{tuple(x.shape)}, got {tuple(cos.shape)}"
         )
     batch = _table_batch_axis(x, cos)
     if batch is not None and cos.shape[0] not in (1, batch):
         raise ValueError(
-            f"cos and sin of shape {tuple(cos.shape)} have batch {cos.shape[0]}, but x of shape "
+            f"cos and sin of shape {tuple(cos.shape)} have batch {cos.shape[0]}, but {name} of shape "
             f"{tuple(x.shape)} has batch {batch}; the batch must match (or be 1)"
         )
+    for table_name, table in (("cos", cos), ("sin", sin)):
+        if table.device != x.device:
+            raise ValueError(
+                f"{table_name} is on {table.device} and {name} on {x.device}; they must share a device"
+            )
     return rotary_dim
 
 
@@ -361,8 +377,177 @@ def _table_batch_axis(x: torch.Tensor, cos: torch.Tensor) -> int | None:
     return x.shape[0] if x.dim() == 4 else x.shape[-3]
 
 
-#: Where :func:`apply_rope` and :func:`apply_rope_qk` rotate: ``auto`` picks per call (see there).
-BACKENDS = ("auto", "reference", "triton", "cpu")
+def _enlarges(x: torch.Tensor, cos: torch.Tensor) -> bool:
+    """Whether the rotation of x would not have x's shape: cos/sin ``[b, s, r/2]`` with x ``[s, d]``
+    (a batch x lacks; any other batch mismatch is refused by :func:`_check_rotation`)."""
+    return cos.dim() == 3 and x.dim() == 2
+
+
+def _overlaps(x: torch.Tensor) -> bool:
+    """Whether two indices of x may address the same memory (an expanded view): unsafe to write in place."""
+    extent = 1  # elements spanned by the dimensions of smaller stride
+    for stride, size in sorted((st, s) for s, st in zip(x.shape, x.stride(), strict=True) if s > 1):
+        if stride < extent:
+            return True
+        extent += (size - 1) * stride
+    return False
+
+
+def _needs_grad(t: torch.Tensor) -> bool:
+    return torch.is_grad_enabled() and t.requires_grad
+
+
+#: (name, x, cos, sin): one tensor to rotate and its tables, as the checks name it.
+_Item = tuple[str, torch.Tensor, torch.Tensor, torch.Tensor]
+#: What stops a backend from taking the tensors: the error to raise and its message.
+_Problem = tuple[type[Exception], str]
+
+
+def _check_rotations(items: list[_Item], layout: str, rotary_dim: int | None, inplace: bool) -> list[int]:
+    """Every check of every tensor, before anything is rotated; each tensor's rotary width."""
+    rotaries = [_check_rotation(x, cos, sin, layout, rotary_dim, name) for name, x, cos, sin in items]
+    if inplace:
+        for name, x, cos, _ in items:
+            if _enlarges(x, cos):
+                raise ValueError(
+                    f"inplace needs cos/sin that broadcast to {name}'s shape {tuple(x.shape)}, got cos of "
+                    f"shape {tuple(cos.shape)}"
+                )
+            if _overlaps(x):
+                raise ValueError(
+                    f"inplace needs {name} to own its memory, got an expanded view (shape {tuple(x.shape)}, "
+                    f"strides {x.stride()})"
+                )
+    return rotaries
+
+
+def _path(backend: str, items: list[_Item], rotaries: list[int]) -> str:
+    """``"eager"``, ``"native"`` or ``"triton"``: where these tensors rotate under ``backend`` (already
+    resolved by :func:`posenc.backends.check_backend`).
+
+    ``auto`` takes the Triton kernel for CUDA tensors and the C kernel for CPU tensors where they
+    apply, the reference otherwise; a named kernel that cannot take the tensors raises.
+    """
+    if backend == "eager":
+        return "eager"
+    if backend == "auto":
+        devices = {t.device.type for _, x, cos, sin in items for t in (x, cos, sin)}
+        if devices == {"cuda"} and rope_triton.TRITON_INSTALLED and _triton_problem(items, rotaries) is None:
+            return "triton"
+        if devices == {"cpu"} and _native_problem(items) is None:
+            return "native"
+        return "eager"
+    if backend == "triton":
+        problem = _triton_tables_problem(items) or _triton_problem(items, rotaries)
+    else:
+        problem = _native_problem(items)
+    if problem is not None:
+        error, message = problem
+        raise error(message)
+    return backend
+
+
+def _enlarge_problem(name: str, x: torch.Tensor, cos: torch.Tensor, kernel: str) -> _Problem:
+    return (
+        ValueError,
+        f"cos/sin of shape {tuple(cos.shape)} would enlarge {name} of shape {tuple(x.shape)}; {kernel} "
+        "need their batch to be 1 or the batch of the tensor they rotate (backend='eager' broadcasts)",
+    )
+
+
+def _native_problem(items: list[_Item]) -> _Problem | None:
+    """Why the C kernel (``native``) cannot take these tensors, or None."""
+    for name, x, cos, sin in items:
+        if x.device.type != "cpu":
+            return ValueError, (
+                f"the native kernel runs CPU tensors, got {name} on {x.device}; backend='auto' picks "
+                "the kernel for the device"
+            )
+        if x.dim() not in (2, 3, 4):
+            return ValueError, (
+                f"the native kernel takes {name} as [b, h, s, d], [b, s, d], [n, s, d] or [s, d], got "
+                f"shape {tuple(x.shape)}"
+            )
+        for table_name, table in (("cos", cos), ("sin", sin)):
+            if _needs_grad(table):
+                return ValueError, (
+                    f"the native kernel does not differentiate {table_name}; use backend='eager' "
+                    "(backend='auto' does so by itself)"
+                )
+        if _enlarges(x, cos):
+            return _enlarge_problem(name, x, cos, "the native kernel does not broadcast; its tables")
+    return None
+
+
+def _triton_tables_problem(items: list[_Item]) -> _Problem | None:
+    """The table dtypes the Triton kernels take when named (``auto`` casts any to float32)."""
+    for name, x, cos, sin in items:
+        if cos.dtype != sin.dtype:
+            return TypeError, f"cos and sin must have the same dtype, got cos {cos.dtype} and sin {sin.dtype}"
+        if cos.dtype not in (torch.float32, torch.float64, x.dtype):
+            return TypeError, (
+                f"cos and sin must be float32, float64 or {name}'s dtype {x.dtype}, got {cos.dtype}"
+            )
+    return None
+
+
+def _triton_problem(items: list[_Item], rotaries: list[int]) -> _Problem | None:
+    """Why the Triton kernels cannot take these tensors (in one launch), or None."""
+    _, q, _, _ = items[0]
+    for name, x, cos, sin in items:
+        if x.dtype not in rope_triton.DTYPES:
+            return (
+                TypeError,
+                f"{name} must be float16, bfloat16 or float32 for the Triton kernels, got {x.dtype}",
+            )
+        if x.dtype != q.dtype:
+            return TypeError, f"q and k must have the same dtype, got q {q.dtype} and k {x.dtype}"
+        if x.shape[-1] > rope_triton.MAX_D_HEAD:
+            return ValueError, (
+                f"{name} has head width {x.shape[-1]}; the Triton kernels take at most "
+                f"{rope_triton.MAX_D_HEAD} (MAX_D_HEAD)"
+            )
+        if x.dim() not in (2, 3, 4):
+            return ValueError, (
+                f"{name} must be [b, h, s, d], [b, s, d], [n, s, d] or [s, d], got {tuple(x.shape)}"
+            )
+        for table_name, table in (("cos", cos), ("sin", sin)):
+            if _needs_grad(table):
+                return ValueError, (
+                    f"the Triton kernels do not differentiate {table_name}; use apply_rope(..., backend='eager')"
+                )
+        if x.device != q.device:
+            return ValueError, f"q is on {q.device} and k on {x.device}; they must share a device"
+        if x.device.type != "cuda" and not (x.device.type == "cpu" and rope_triton.interpreting()):
+            return ValueError, (
+                "the Triton kernels run CUDA tensors, or CPU tensors under TRITON_INTERPRET=1 (Triton's "
+                f"interpreter); got a tensor on {x.device}. backend='auto' takes the native kernel there"
+            )
+        if _enlarges(x, cos):
+            return _enlarge_problem(name, x, cos, "the Triton kernels do not broadcast; their tables")
+    if len(items) == 2 and (rotaries[1], items[1][1].shape[-1]) != (rotaries[0], q.shape[-1]):
+        return ValueError, (
+            "one launch needs q and k of the same head width and rotary_dim, got head widths "
+            f"{q.shape[-1]} and {items[1][1].shape[-1]}, rotary_dim {rotaries[0]} and {rotaries[1]}"
+        )
+    return None
+
+
+#: Where :func:`apply_rope` and :func:`apply_rope_qk` rotate (:data:`posenc.backends.ROPE`); the older
+#: names ``"reference"`` and ``"cpu"`` are accepted for ``"eager"`` and ``"native"``.
+BACKENDS = backends.ROPE
+
+_BACKEND_DOC = """backend: where the rotation runs (:mod:`posenc.backends`).
+
+            - ``"auto"``: the Triton kernel (:mod:`posenc.kernels.rope_triton`) for CUDA tensors where
+              it applies (triton installed; float16, bfloat16 or float32; head width ≤ 256), the C
+              kernel (:mod:`posenc.kernels.rope_cpu`) for CPU tensors, the reference everywhere else
+              and wherever cos/sin need a gradient. Both kernels serve autograd (q and k) and
+              torch.compile.
+            - ``"eager"`` (alias ``"reference"``): torch ops, the product taken in x's dtype like the
+              models do.
+            - ``"native"`` (alias ``"cpu"``) or ``"triton"``: that kernel, or a ValueError/TypeError
+              saying why it cannot take these tensors."""
 
 
 def apply_rope(
@@ -378,41 +563,30 @@ def apply_rope(
 
     Args:
         x: ``[b, h, s, d]`` (or ``[..., s, d]``).
-        cos, sin: ``[s, r/2]`` or ``[b, s, r/2]`` from :func:`rope_cos_sin`.
+        cos, sin: ``[s, r/2]`` or ``[b, s, r/2]`` from :func:`rope_cos_sin`, on x's device.
         layout: ``"half"`` pairs (k, k + r/2); ``"interleaved"`` pairs (2k, 2k+1).
         rotary_dim: rotated channels r (default: all d); the other d − r pass through.
-        backend: where the rotation runs.
-
-            - ``"auto"``: the Triton kernel (:mod:`posenc.kernels.rope_triton`) for CUDA tensors where
-              it applies (triton installed; float16, bfloat16 or float32; head width ≤ 256; cos/sin
-              without gradient), the CPU fast path (:mod:`posenc.kernels.rope_cpu`) for CPU tensors
-              outside autograd and torch.compile tracing, the reference everywhere else.
-            - ``"reference"``: torch ops, the product taken in x's dtype like the models do.
-            - ``"triton"`` or ``"cpu"``: that fast path, or its error.
+        BACKEND
 
     Returns:
-        Rotated x, same shape and dtype. The fast paths compute in float32 (float64 for float64 x on
-        CPU) from float32 cos/sin and round once: bit-identical to the reference in float32, within one
+        Rotated x, same shape and dtype. The kernels compute in float32 (float64 for float64 x on CPU)
+        from float32 cos/sin and round once: bit-identical to the reference in float32, within one
         unit of bfloat16/float16 of it there (and closer to the exact rotation).
 
     Raises:
         ValueError: unknown layout or backend, rotary_dim odd or wider than x, cos/sin shapes that do
-            not match x; the chosen fast path's own errors.
+            not match x or on another device; a named kernel that cannot take x (the reason).
+        TypeError: non-float tensors; a named kernel's dtype limits.
     """
-    check_choice("backend", backend, BACKENDS)
-    rotary_dim = _check_rotation(x, cos, sin, layout, rotary_dim)
-    path = _path(backend, [(x, cos, sin)])
+    backend = check_backend("rope", backend)
+    items = [("x", x, cos, sin)]
+    rotaries = _check_rotations(items, layout, rotary_dim, inplace=False)
+    path = _path(backend, items, rotaries)
     if path == "triton":
-        from posenc.kernels.rope_triton import apply_rope_triton
-
-        if backend == "auto":
-            cos, sin = cos.to(torch.float32), sin.to(torch.float32)
-        return apply_rope_triton(x, cos, sin, layout=layout, rotary_dim=rotary_dim)
-    if path == "cpu":
-        from posenc.kernels.rope_cpu import apply_rope_cpu
-
-        return apply_rope_cpu(x, cos, sin, layout=layout, rotary_dim=rotary_dim)
-    return _apply_rope_reference(x, cos, sin, layout, rotary_dim)
+        return rope_triton.apply_rope_triton(x, cos, sin, layout=layout, rotary_dim=rotaries[0])
+    if path == "native":
+        return rope_cpu.apply_rope_native(x, cos, sin, layout=layout, rotary_dim=rotaries[0])
+    return _apply_rope_reference(x, cos, sin, layout, rotaries[0])
 
 
 def apply_rope_qk(
@@ -428,16 +602,18 @@ def apply_rope_qk(
     inplace: bool = False,
     backend: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rotate q and k: ``(apply_rope(q, cos, sin, …), apply_rope(k, k_cos, k_sin, …))``, in one pass where it can.
+    """Rotate q and k: ``(apply_rope(q, cos, sin, …), apply_rope(k, k_cos, k_sin, …))``, in one pass each.
 
-    On CUDA the Triton kernel rotates both in one launch; on CPU the C kernel rotates each in one pass.
+    On CUDA the Triton kernel rotates both in one launch; on CPU the C kernel rotates each in one
+    pass, and under autograd the backward pass is the same kernel rotating the gradients back.
 
     Args:
         q, k: ``[b, h, s, d]`` (or ``[..., s, d]``); k may have fewer heads than q (GQA) and another length.
         cos, sin: q's angles ``[s, r/2]`` or ``[b, s, r/2]``, and k's unless ``k_cos``/``k_sin`` are given.
         k_cos, k_sin: k's own angles (keys at other positions than the queries).
-        layout, rotary_dim, backend: as for :func:`apply_rope`.
-        inplace: rotate q and k in their own memory and return them.
+        layout, rotary_dim: as for :func:`apply_rope`.
+        inplace: rotate q and k in their own memory and return them (they must not share elements).
+        BACKEND
 
     Returns:
         ``(q_rotated, k_rotated)``, each with its input's shape and dtype.
@@ -448,37 +624,26 @@ def apply_rope_qk(
             rotated when it raises.
         TypeError: ``backend="triton"`` with q and k (or cos and sin) of different dtypes.
     """
-    check_choice("backend", backend, BACKENDS)
+    backend = check_backend("rope", backend)
     if (k_cos is None) != (k_sin is None):
         raise ValueError("k_cos and k_sin must be given together, or neither")
-    shared = k_cos is None
-    k_cos, k_sin = (cos, sin) if shared else (k_cos, k_sin)
-    q_rotary = _check_rotation(q, cos, sin, layout, rotary_dim)
-    k_rotary = _check_rotation(k, k_cos, k_sin, layout, rotary_dim)
-    path = _path(backend, [(q, cos, sin), (k, k_cos, k_sin)])
+    k_cos, k_sin = (cos, sin) if k_cos is None else (k_cos, k_sin)
+    items = [("q", q, cos, sin), ("k", k, k_cos, k_sin)]
+    q_rotary, k_rotary = _check_rotations(items, layout, rotary_dim, inplace)
+    path = _path(backend, items, [q_rotary, k_rotary])
     if path == "triton":
-        from posenc.kernels.rope_triton import apply_rope_qk_triton
-
-        if backend == "auto":
-            cos, sin, k_cos, k_sin = (t.to(torch.float32) for t in (cos, sin, k_cos, k_sin))
-        return apply_rope_qk_triton(
-            q, k, cos, sin, k_cos=k_cos, k_sin=k_sin, layout=layout, rotary_dim=rotary_dim, inplace=inplace
+        return rope_triton.apply_rope_qk_triton(
+            q, k, cos, sin, k_cos=k_cos, k_sin=k_sin, layout=layout, rotary_dim=q_rotary, inplace=inplace
         )
-    from posenc.kernels import rope_cpu
-
-    if path == "cpu" and shared:
-        return rope_cpu.apply_rope_qk(q, k, cos, sin, layout=layout, rotary_dim=rotary_dim, inplace=inplace)
-    checks = (("q", q, cos, sin), ("k", k, k_cos, k_sin))
-    if path == "cpu":
-        for name, x, c, s in checks:  # both checked before either is rotated
-            rope_cpu._checked(x, name, c, s, layout, rotary_dim, inplace)
+    if path == "native" and q_rotary == k_rotary:
+        return rope_cpu.apply_rope_qk_native(
+            q, k, cos, sin, k_cos, k_sin, layout=layout, rotary_dim=q_rotary, inplace=inplace
+        )
+    if path == "native":  # heads of different widths (each with its own tables): one call each
         return (
-            rope_cpu.apply_rope_cpu(q, cos, sin, layout=layout, rotary_dim=rotary_dim, inplace=inplace),
-            rope_cpu.apply_rope_cpu(k, k_cos, k_sin, layout=layout, rotary_dim=rotary_dim, inplace=inplace),
+            rope_cpu.apply_rope_native(q, cos, sin, layout=layout, rotary_dim=q_rotary, inplace=inplace),
+            rope_cpu.apply_rope_native(k, k_cos, k_sin, layout=layout, rotary_dim=k_rotary, inplace=inplace),
         )
-    if inplace:
-        for name, x, c, s in checks:
-            rope_cpu._checked(x, name, c, s, layout, rotary_dim, inplace)
     rotated = (
         _apply_rope_reference(q, cos, sin, layout, q_rotary),
         _apply_rope_reference(k, k_cos, k_sin, layout, k_rotary),
@@ -486,52 +651,8 @@ def apply_rope_qk(
     return (q.copy_(rotated[0]), k.copy_(rotated[1])) if inplace else rotated
 
 
-def _path(backend: str, items: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> str:
-    """``"triton"``, ``"cpu"`` or ``"reference"``: where these (x, cos, sin) rotate under ``backend``."""
-    if backend != "auto":
-        return backend
-    devices = {t.device.type for item in items for t in item}
-    if devices == {"cuda"} and _triton_applies(items):
-        return "triton"
-    if devices == {"cpu"} and _cpu_applies(items):
-        return "cpu"
-    return "reference"
-
-
-def _needs_grad(t: torch.Tensor) -> bool:
-    return torch.is_grad_enabled() and t.requires_grad
-
-
-def _triton_applies(items: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> bool:
-    from posenc.kernels import rope_triton
-    from posenc.kernels.rope_cpu import _enlarges
-
-    return (
-        rope_triton.TRITON_INSTALLED
-        and len({x.dtype for x, _, _ in items}) == 1
-        and len({(x.shape[-1], cos.shape[-1]) for x, cos, _ in items}) == 1  # one launch, one geometry
-        and all(
-            x.dtype in rope_triton.DTYPES
-            and x.dim() in (2, 3, 4)
-            and x.shape[-1] <= rope_triton.MAX_D_HEAD
-            and cos.dtype.is_floating_point
-            and sin.dtype.is_floating_point
-            and not (_needs_grad(cos) or _needs_grad(sin) or _enlarges(x, cos))
-            for x, cos, sin in items
-        )
-    )
-
-
-def _cpu_applies(items: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> bool:
-    """The CPU fast path: outside autograd and tracing, for the shapes it rotates without enlarging."""
-    if torch.compiler.is_compiling() or any(_needs_grad(t) for item in items for t in item):
-        return False
-    from posenc.kernels import rope_cpu
-
-    return all(
-        x.dtype.is_floating_point and x.dim() in (2, 3, 4) and not rope_cpu._enlarges(x, cos)
-        for x, cos, _ in items
-    )
+apply_rope.__doc__ = apply_rope.__doc__.replace("BACKEND", _BACKEND_DOC)  # type: ignore[union-attr]
+apply_rope_qk.__doc__ = apply_rope_qk.__doc__.replace("BACKEND", _BACKEND_DOC)  # type: ignore[union-attr]
 
 
 def _apply_rope_reference(

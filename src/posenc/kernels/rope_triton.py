@@ -15,9 +15,14 @@ interpreter truncates on that conversion). The gradient of a rotation by θ is t
 the backward pass is the same kernel with sin negated.
 
 The kernels are ``torch.library`` custom ops (``posenc::rope``, ``posenc::rope_qk`` and their
-``_inplace`` twins) with fake (meta) implementations, so ``torch.compile(fullgraph=True)`` traces
-through them, and an autograd formula registered on the out-of-place ops
-(``torch.library.register_autograd``, torch's autograd Function for custom ops).
+``_inplace`` twins, made by :mod:`posenc.kernels._rope_ops`) with fake (meta) implementations, so
+``torch.compile(fullgraph=True)`` traces through them, and an autograd formula registered on the
+out-of-place ops (``torch.library.register_autograd``, torch's autograd Function for custom ops).
+
+The entry points :func:`apply_rope_triton` and :func:`apply_rope_qk_triton` take arguments that
+:func:`posenc.functional.apply_rope` and :func:`posenc.functional.apply_rope_qk` have checked; call
+those (``backend="triton"``, or ``"auto"`` for CUDA tensors). :data:`DTYPES` and :data:`MAX_D_HEAD`
+are the limits the dispatcher checks against.
 
 Devices: CUDA tensors run the compiled kernel. CPU tensors run it in Triton's interpreter, and only
 when ``TRITON_INTERPRET=1`` is set (read at each call): slow, for tests. ``triton`` is imported on the
@@ -33,9 +38,7 @@ import os
 
 import torch
 
-from posenc._validation import check_choice
-from posenc.functional.rope import LAYOUTS, _check_rotation
-from posenc.kernels.rope_cpu import _enlarges, _overlaps
+from posenc.kernels import _rope_ops
 
 #: The widest head the kernels take (one program holds whole rows of a head).
 MAX_D_HEAD = 256
@@ -247,14 +250,6 @@ def _launch(
     conjugate: bool,
 ) -> None:
     """Rotate each (x, out, cos, sin) into out (out may be x), all in one launch (one or two tensors)."""
-    interpret = interpreting()
-    for x, *_ in items:
-        if x.device.type != "cuda" and not interpret:
-            raise ValueError(
-                f"the Triton kernels run CUDA tensors, or CPU tensors under TRITON_INTERPRET=1 (Triton's "
-                f"interpreter); got a tensor on {x.device}. apply_rope(..., backend='auto') takes the CPU "
-                "fast path there"
-            )
     views = []
     for x, out, cos, sin in items:
         cos, cb = _table(cos)
@@ -277,7 +272,7 @@ def _launch(
     s_blocks = -(-ns // block_s)
     copy_rest = rest > 0 and any(out.data_ptr() != x.data_ptr() for x, out, *_ in items)
     num_warps = max(1, min(8, block_s * block_h * block_r // 256))
-    kernel = _kernel(interpret)
+    kernel = _kernel(interpreting())
     args = (
         q,
         q_out,
@@ -318,107 +313,9 @@ def _launch(
         kernel[grid](*args, **meta)
 
 
-# --- custom ops: what torch.compile traces, and what autograd differentiates ----------------------
+# --- entry points (arguments checked by posenc.functional.apply_rope / apply_rope_qk) ---------------
 
-
-@torch.library.custom_op("posenc::rope", mutates_args=())
-def _rope_op(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, rotary_dim: int, conjugate: bool
-) -> torch.Tensor:
-    """x rotated by the angles of cos/sin (by their negatives when ``conjugate``), a new tensor."""
-    out = torch.empty_like(x)
-    _launch([(x, out, cos, sin)], layout, rotary_dim, conjugate)
-    return out
-
-
-@_rope_op.register_fake
-def _(x, cos, sin, layout, rotary_dim, conjugate):
-    return torch.empty_like(x)
-
-
-@torch.library.custom_op("posenc::rope_qk", mutates_args=())
-def _rope_qk_op(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    q_cos: torch.Tensor,
-    q_sin: torch.Tensor,
-    k_cos: torch.Tensor,
-    k_sin: torch.Tensor,
-    layout: str,
-    rotary_dim: int,
-    conjugate: bool,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """q and k rotated in one launch, each by its own cos/sin tables (they may be the same tensors)."""
-    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
-    _launch([(q, q_out, q_cos, q_sin), (k, k_out, k_cos, k_sin)], layout, rotary_dim, conjugate)
-    return q_out, k_out
-
-
-@_rope_qk_op.register_fake
-def _(q, k, q_cos, q_sin, k_cos, k_sin, layout, rotary_dim, conjugate):
-    return torch.empty_like(q), torch.empty_like(k)
-
-
-@torch.library.custom_op("posenc::rope_inplace", mutates_args=("x",))
-def _rope_inplace_op(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, rotary_dim: int
-) -> None:
-    """x rotated in its own memory (no autograd: the functional op plus ``copy_`` serves that)."""
-    _launch([(x, x, cos, sin)], layout, rotary_dim, False)
-
-
-@_rope_inplace_op.register_fake
-def _(x, cos, sin, layout, rotary_dim):
-    return None
-
-
-@torch.library.custom_op("posenc::rope_qk_inplace", mutates_args=("q", "k"))
-def _rope_qk_inplace_op(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    q_cos: torch.Tensor,
-    q_sin: torch.Tensor,
-    k_cos: torch.Tensor,
-    k_sin: torch.Tensor,
-    layout: str,
-    rotary_dim: int,
-) -> None:
-    """q and k rotated in their own memory, in one launch."""
-    _launch([(q, q, q_cos, q_sin), (k, k, k_cos, k_sin)], layout, rotary_dim, False)
-
-
-@_rope_qk_inplace_op.register_fake
-def _(q, k, q_cos, q_sin, k_cos, k_sin, layout, rotary_dim):
-    return None
-
-
-def _save_angles(ctx, inputs, output) -> None:
-    *_, layout, rotary_dim, conjugate = inputs
-    tables = inputs[1:3] if len(inputs) == 6 else inputs[2:6]
-    ctx.save_for_backward(*tables)
-    ctx.layout, ctx.rotary_dim, ctx.conjugate = layout, rotary_dim, conjugate
-
-
-def _rope_backward(ctx, grad):
-    """d(R(θ)x)/dx applied to grad is R(−θ)·grad: the same op, conjugated (and differentiable again)."""
-    cos, sin = ctx.saved_tensors
-    rotated = _rope_op(grad, cos, sin, ctx.layout, ctx.rotary_dim, not ctx.conjugate)
-    return rotated, None, None, None, None, None
-
-
-def _rope_qk_backward(ctx, grad_q, grad_k):
-    q_cos, q_sin, k_cos, k_sin = ctx.saved_tensors
-    rotated = _rope_qk_op(
-        grad_q, grad_k, q_cos, q_sin, k_cos, k_sin, ctx.layout, ctx.rotary_dim, not ctx.conjugate
-    )
-    return *rotated, None, None, None, None, None, None, None
-
-
-_rope_op.register_autograd(_rope_backward, setup_context=_save_angles)
-_rope_qk_op.register_autograd(_rope_qk_backward, setup_context=_save_angles)
-
-
-# --- public API -----------------------------------------------------------------------------------
+_OPS = _rope_ops.define("", _launch)
 
 
 def apply_rope_triton(
@@ -430,18 +327,12 @@ def apply_rope_triton(
     rotary_dim: int | None = None,
     inplace: bool = False,
 ) -> torch.Tensor:
-    """One tensor through the Triton kernel: :func:`posenc.functional.apply_rope` with float32 math.
+    """One tensor through the Triton kernel: ``apply_rope(x, cos, sin, backend="triton")``, unchecked.
 
-    Same arguments as :func:`apply_rope_qk_triton` for a single ``x``.
+    Arguments as :func:`apply_rope_qk_triton` takes them for a single ``x``.
     """
-    rotary = _checked("x", x, cos, sin, layout, rotary_dim, inplace, reference=x)
-    cos, sin = cos.to(torch.float32), sin.to(torch.float32)
-    if not inplace:
-        return _rope_op(x, cos, sin, layout, rotary, False)
-    if _needs_grad(x):  # autograd records the functional op and the copy
-        return x.copy_(_rope_op(x, cos, sin, layout, rotary, False))
-    _rope_inplace_op(x, cos, sin, layout, rotary)
-    return x
+    rotary = x.shape[-1] if rotary_dim is None else rotary_dim
+    return _OPS.rotate(x, cos.to(torch.float32), sin.to(torch.float32), layout, rotary, inplace)
 
 
 def apply_rope_qk_triton(
@@ -456,102 +347,33 @@ def apply_rope_qk_triton(
     rotary_dim: int | None = None,
     inplace: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rotate q and k in one Triton launch (RoPE, Su et al., 2021): ``(apply_rope(q, …), apply_rope(k, …))``.
+    """Rotate q and k in one Triton launch: ``apply_rope_qk(..., backend="triton")``, unchecked.
+
+    Arguments are checked by :func:`posenc.functional.apply_rope_qk` (call that; it raises a
+    ValueError or TypeError naming what is wrong, where this function would fail inside Triton):
 
     Args:
-        q, k: ``[b, h, s, d]`` (or ``[b, s, d]``, ``[n, s, d]``, ``[s, d]`` as :func:`apply_rope` takes
-            them), float16, bfloat16 or float32, the same dtype; any strides (a ``[b, s, h, d]``
-            tensor's ``transpose(1, 2)`` is rotated in place of its memory); k may have fewer heads
-            than q (GQA) and another length (decoding).
-        cos, sin: ``[s, r/2]`` or ``[b, s, r/2]`` from :func:`posenc.functional.rope_cos_sin`, float32,
-            float64 or q's dtype (used as float32); q's angles, and k's unless ``k_cos``/``k_sin``.
+        q, k: ``[b, h, s, d]`` (or ``[b, s, d]``, ``[n, s, d]``, ``[s, d]`` as ``apply_rope`` takes
+            them), float16, bfloat16 or float32, the same dtype, on CUDA (on CPU under
+            ``TRITON_INTERPRET=1``); any strides (a ``[b, s, h, d]`` tensor's ``transpose(1, 2)`` is
+            rotated in place of its memory); k may have fewer heads than q (GQA) and another length
+            (decoding); the same head width, at most :data:`MAX_D_HEAD`.
+        cos, sin: ``[s, r/2]`` or ``[b, s, r/2]`` from :func:`posenc.functional.rope_cos_sin`, used
+            as float32, without gradient, whose batch does not enlarge q or k; q's angles, and k's
+            unless ``k_cos``/``k_sin`` are given.
         k_cos, k_sin: k's own angles (k at other positions than q, or xPos's inverse scale).
         layout: ``"half"`` pairs (i, i + r/2); ``"interleaved"`` pairs (2i, 2i+1).
-        rotary_dim: rotated channels r (default: all d); the other d − r pass through.
-        inplace: rotate q and k in their own memory and return them (no new tensors). Under autograd
-            the rotation is computed out of place and copied in.
+        rotary_dim: rotated channels r, even (default: all d); the other d − r pass through.
+        inplace: rotate q and k in their own memory (which they must own) and return them. Under
+            autograd the rotation is computed out of place and copied in.
 
     Returns:
         ``(q_rotated, k_rotated)``, each with its input's shape and dtype; differentiable in q and k.
 
     Raises:
-        ValueError: the errors of ``apply_rope`` (layout, rotary_dim, cos/sin shapes); a head width
-            above :data:`MAX_D_HEAD`; tensors on different devices, or on CPU without
-            ``TRITON_INTERPRET=1``; cos/sin whose batch would enlarge q or k, or that need a gradient;
-            with ``inplace``, an expanded q or k. Nothing is rotated when it raises.
-        TypeError: q, k, cos or sin of an unsupported dtype, or q and k (cos and sin) of different dtypes.
         RuntimeError: triton is not installed.
     """
-    if (k_cos is None) != (k_sin is None):
-        raise ValueError("k_cos and k_sin must be given together, or neither")
     k_cos, k_sin = (cos, sin) if k_cos is None else (k_cos, k_sin)
-    rotary = _checked("q", q, cos, sin, layout, rotary_dim, inplace, reference=q)
-    k_rotary = _checked("k", k, k_cos, k_sin, layout, rotary_dim, inplace, reference=q)
-    if (k_rotary, k.shape[-1]) != (rotary, q.shape[-1]):
-        raise ValueError(
-            "one launch needs q and k of the same head width and rotary_dim, got head widths "
-            f"{q.shape[-1]} and {k.shape[-1]}, rotary_dim {rotary} and {k_rotary}"
-        )
-    tables = [t.to(torch.float32) for t in (cos, sin, k_cos, k_sin)]
-    if not inplace:
-        return _rope_qk_op(q, k, *tables, layout, rotary, False)
-    if _needs_grad(q) or _needs_grad(k):
-        q_rot, k_rot = _rope_qk_op(q, k, *tables, layout, rotary, False)
-        return q.copy_(q_rot), k.copy_(k_rot)
-    _rope_qk_inplace_op(q, k, *tables, layout, rotary)
-    return q, k
-
-
-def _needs_grad(x: torch.Tensor) -> bool:
-    return torch.is_grad_enabled() and x.requires_grad
-
-
-def _checked(
-    name: str,
-    x: torch.Tensor,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-    layout: str,
-    rotary_dim: int | None,
-    inplace: bool,
-    *,
-    reference: torch.Tensor,
-) -> int:
-    """apply_rope's checks and the kernel's limits for one tensor; the rotary width."""
-    check_choice("layout", layout, LAYOUTS)
-    rotary = _check_rotation(x, cos, sin, layout, rotary_dim)
-    if x.dtype not in DTYPES:
-        raise TypeError(f"{name} must be float16, bfloat16 or float32 for the Triton kernels, got {x.dtype}")
-    if x.dtype != reference.dtype:
-        raise TypeError(f"q and k must have the same dtype, got q {reference.dtype} and k {x.dtype}")
-    if cos.dtype != sin.dtype:
-        raise TypeError(f"cos and sin must have the same dtype, got cos {cos.dtype} and sin {sin.dtype}")
-    if cos.dtype not in (torch.float32, torch.float64, x.dtype):
-        raise TypeError(f"cos and sin must be float32, float64 or {name}'s dtype {x.dtype}, got {cos.dtype}")
-    if x.shape[-1] > MAX_D_HEAD:
-        raise ValueError(
-            f"{name} has head width {x.shape[-1]}; the Triton kernels take at most {MAX_D_HEAD} (MAX_D_HEAD)"
-        )
-    if x.dim() not in (2, 3, 4):
-        raise ValueError(f"{name} must be [b, h, s, d], [b, s, d], [n, s, d] or [s, d], got {tuple(x.shape)}")
-    for table_name, table in (("cos", cos), ("sin", sin)):
-        if table.device != x.device:
-            raise ValueError(
-                f"{table_name} is on {table.device} and {name} on {x.device}; they must share a device"
-            )
-        if _needs_grad(table):
-            raise ValueError(
-                f"the Triton kernels do not differentiate {table_name}; use apply_rope(..., backend='reference')"
-            )
-    if x.device != reference.device:
-        raise ValueError(f"q is on {reference.device} and k on {x.device}; they must share a device")
-    if _enlarges(x, cos):
-        raise ValueError(
-            f"cos/sin of shape {tuple(cos.shape)} would enlarge {name} of shape {tuple(x.shape)}; "
-            "their batch must be 1 or the batch of the tensor they rotate"
-        )
-    if inplace and _overlaps(x):
-        raise ValueError(
-            f"inplace needs {name} to own its memory, got an expanded view (shape {tuple(x.shape)}, strides {x.stride()})"
-        )
-    return rotary
+    rotary = q.shape[-1] if rotary_dim is None else rotary_dim
+    tables = tuple(t.to(torch.float32) for t in (cos, sin, k_cos, k_sin))
+    return _OPS.rotate_qk(q, k, tables, layout, rotary, inplace)  # type: ignore[arg-type]
