@@ -29,10 +29,10 @@ def test_bench_times_every_candidate_for_every_dtype_and_layout(result):
         names = [t["name"] for t in case["timings"]]
         assert names[:6] == [
             rope.CLONE,
-            "posenc apply_rope",
-            "posenc apply_rope_qk",
+            rope.EAGER,
+            rope.NATIVE,
             "posenc apply_rope_qk, in place",
-            "posenc apply_rope_qk, eager fallback",
+            "posenc native backend's torch fallback",
             "HF-style eager",
         ]
         assert ("complex multiply (Meta LLaMA)" in names) == (layout == "interleaved")
@@ -47,8 +47,41 @@ def test_every_candidate_agrees_with_apply_rope_within_its_dtype(result):
         for t in case["timings"][1:]:  # the clone does not rotate
             assert t["max_abs_diff_vs_apply_rope"] <= bound, (case["dtype"], case["layout"], t["name"])
         if case["dtype"] == "float32" and native_available():  # bit-identical to apply_rope in float32
-            kernel = next(t for t in case["timings"] if t["name"] == "posenc apply_rope_qk")
+            kernel = next(t for t in case["timings"] if t["name"] == rope.NATIVE)
             assert kernel["max_abs_diff_vs_apply_rope"] == 0.0
+
+
+def test_training_times_forward_and_backward_against_the_floor_and_the_reference(result):
+    entries = {(t["dtype"], t["layout"]): t for t in result["training"]}
+    assert set(entries) == {
+        (d, layout) for d in ("float32", "bfloat16") for layout in ("half", "interleaved")
+    }
+    assert list(result["training_candidates"]) == [rope.CLONE, rope.NATIVE, rope.EAGER, rope.ROTARY]
+    for (dtype, _), entry in entries.items():
+        timings = {t["name"]: t for t in entry["timings"]}
+        assert list(timings) == list(rope.TRAINING)
+        assert timings[rope.CLONE]["vs_floor"] == 1.0 and timings[rope.EAGER]["vs_eager"] == 1.0
+        for name, t in timings.items():
+            assert t["vs_floor"] == pytest.approx(t["median_ms"] / timings[rope.CLONE]["median_ms"])
+            assert t["vs_eager"] == pytest.approx(t["median_ms"] / timings[rope.EAGER]["median_ms"])
+            error = t["max_abs_grad_error_vs_float64"]
+            assert (error is None) == (name == rope.CLONE)
+        bound = {"float32": 1e-5, "bfloat16": 2**-8 * 8}[dtype]  # float32 math rounded once, |grad| < 8
+        assert timings[rope.NATIVE]["max_abs_grad_error_vs_float64"] <= bound
+        assert timings[rope.ROTARY]["max_abs_grad_error_vs_float64"] <= bound
+
+
+def test_the_training_check_catches_a_wrong_gradient(monkeypatch):
+    steps = rope._training_steps
+
+    def wrong(q, k, grads, tables, layout):
+        found = steps(q, k, grads, tables, layout)
+        found[rope.NATIVE] = lambda: tuple(g * 2 for g in grads)
+        return found
+
+    monkeypatch.setattr(rope, "_training_steps", wrong)
+    with pytest.raises(AssertionError, match="posenc apply_rope_qk disagrees with posenc apply_rope"):
+        rope._training_case((1, 2, 8, 8), torch.float32, "half", rounds=1)
 
 
 def test_a_fast_wrong_recipe_fails_the_agreement_check():

@@ -4,7 +4,10 @@ CPU (:func:`run`): for every case (shape, dtype, layout) each candidate's output
 against posenc's reference ``apply_rope`` (a fast wrong recipe fails the run instead of winning it).
 Then all candidates are timed in alternating rounds on the same q and k, each starting from the same
 cache state (:data:`CACHES`), and reported as a ratio to cloning q and k, the memory floor of any
-out-of-place recipe.
+out-of-place recipe. Training (:data:`TRAINING`): the forward and backward pass of rotating q and k
+as :meth:`posenc.encodings.rope.RotaryEncoding.rotate` does (k with its own cos/sin), the gradients
+checked against float64, timed in alternating rounds against the floor (cloning q and k, then their
+gradients) and against the reference recipe under autograd (``backend="eager"``).
 
 GPU (:func:`run_cuda`, ``--device cuda``): the Triton kernel of :mod:`posenc.kernels.rope_triton`
 against HF's eager recipe, torch.compile of it and liger-kernel (when installed), forward and
@@ -26,14 +29,25 @@ from collections.abc import Callable, Sequence
 import torch
 
 from posenc.bench.harness import Timing, time_alternating
-from posenc.functional.rope import LAYOUTS, apply_rope, rope_cos_sin, rope_inv_freq
-from posenc.kernels.rope_cpu import apply_rope_qk, native_available, native_status
+from posenc.encodings.rope import RotaryEncoding
+from posenc.functional.rope import LAYOUTS, apply_rope, apply_rope_qk, rope_cos_sin, rope_inv_freq
+from posenc.kernels.rope_cpu import fallback_rope, native_available, native_status
 from posenc.kernels.rope_triton import apply_rope_qk_triton, triton_available
 
 #: (b, h, s, d) of q and k.
 SHAPES: tuple[tuple[int, int, int, int], ...] = ((1, 16, 2048, 128), (4, 32, 1024, 64))
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 CLONE = "clone of q and k (memory floor)"
+EAGER = "posenc apply_rope_qk, eager (the reference)"
+NATIVE = "posenc apply_rope_qk"
+ROTARY = "posenc RotaryEncoding.rotate"
+#: Training candidates: forward and backward of rotating q and k (CLONE: q and k, then their gradients).
+TRAINING = {
+    CLONE: "clone of q and k, then of their gradients: the floor of any out-of-place forward and backward",
+    NATIVE: "backend auto: the C kernel forward, and backward (the gradient rotated by −θ)",
+    EAGER: "backend='eager': the reference recipe under autograd",
+    ROTARY: "the module itself, its cos/sin from its float64 cache",
+}
 #: Largest |candidate − apply_rope| accepted, as a fraction of max |apply_rope| (bf16: a few units).
 AGREEMENT = {torch.float32: 1e-5, torch.bfloat16: 2**-6}
 #: The cache state each candidate starts from (a reset step before it runs, timed apart and dropped).
@@ -127,10 +141,21 @@ def _fresh_compile(fn: Callable) -> Callable:
 def _posenc_pair(
     q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The functional reference recipe on q and on k (``apply_rope(..., backend="reference")``)."""
+    """The functional reference recipe on q and on k (``apply_rope(..., backend="eager")``)."""
     return (
-        apply_rope(q, cos, sin, layout=layout, backend="reference"),
-        apply_rope(k, cos, sin, layout=layout, backend="reference"),
+        apply_rope(q, cos, sin, layout=layout, backend="eager"),
+        apply_rope(k, cos, sin, layout=layout, backend="eager"),
+    )
+
+
+def _fallback_pair(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The native backend's torch fallback (what runs where no C compiler works) on q and on k."""
+    rotary = q.shape[-1]
+    return (
+        fallback_rope(q, cos, sin, layout=layout, rotary_dim=rotary),
+        fallback_rope(k, cos, sin, layout=layout, rotary_dim=rotary),
     )
 
 
@@ -170,16 +195,13 @@ def _cpu_candidates(
     q_in_place, k_in_place = q.clone(), k.clone()
     candidates: Candidates = {
         CLONE: (lambda: (q.clone(), k.clone()), (q, k)),
-        "posenc apply_rope": (lambda: _posenc_pair(q, k, cos, sin, layout), (q, k)),
-        "posenc apply_rope_qk": (lambda: apply_rope_qk(q, k, cos, sin, layout=layout), (q, k)),
+        EAGER: (lambda: apply_rope_qk(q, k, cos, sin, layout=layout, backend="eager"), (q, k)),
+        NATIVE: (lambda: apply_rope_qk(q, k, cos, sin, layout=layout), (q, k)),
         "posenc apply_rope_qk, in place": (
             lambda: apply_rope_qk(q_in_place, k_in_place, cos, sin, layout=layout, inplace=True),
             (q_in_place, k_in_place),
         ),
-        "posenc apply_rope_qk, eager fallback": (
-            lambda: apply_rope_qk(q, k, cos, sin, layout=layout, backend="eager"),
-            (q, k),
-        ),
+        "posenc native backend's torch fallback": (lambda: _fallback_pair(q, k, cos, sin, layout), (q, k)),
         "HF-style eager": (lambda: hf_style(q, k, cos_full, sin_full, layout), (q, k)),
     }
     skipped: dict[str, str] = {}
@@ -229,7 +251,7 @@ def _case(
     case = f"{shape} {str(dtype).removeprefix('torch.')} {layout}"
     expected = _posenc_pair(q, k, cos, sin, layout)
     cos64, sin64 = rope_cos_sin(s, inv_freq, dtype=torch.float64)
-    exact = [apply_rope(x.double(), cos64, sin64, layout=layout, backend="reference") for x in (q, k)]
+    exact = [apply_rope(x.double(), cos64, sin64, layout=layout, backend="eager") for x in (q, k)]
     candidates, skipped, (q_in_place, k_in_place) = _cpu_candidates(q, k, cos, sin, layout, compile)
 
     deviations: dict[str, float | None] = {CLONE: None}  # the clone does not rotate
@@ -267,6 +289,74 @@ def _case(
     return entries
 
 
+def _training_steps(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    grads: tuple[torch.Tensor, torch.Tensor],
+    tables: tuple[torch.Tensor, ...],
+    layout: str,
+) -> dict[str, Callable[[], tuple[torch.Tensor, ...]]]:
+    """name -> one forward and backward pass on leaves made from q and k, returning the gradients
+    (``torch.autograd.grad``: nothing accumulates between calls); the floor returns its clones."""
+    cos, sin, k_cos, k_sin = tables
+    rotary = RotaryEncoding(q.shape[-1], layout=layout)
+    positions = torch.arange(q.shape[-2])
+    leaves = q.detach().clone().requires_grad_(), k.detach().clone().requires_grad_()
+
+    def rotated_by(backend: str) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
+        return lambda: apply_rope_qk(
+            *leaves, cos, sin, k_cos=k_cos, k_sin=k_sin, layout=layout, backend=backend
+        )
+
+    def step(rotate: Callable[[], tuple[torch.Tensor, torch.Tensor]]) -> Callable[[], tuple]:
+        return lambda: torch.autograd.grad(rotate(), leaves, grads)
+
+    return {
+        CLONE: lambda: (q.clone(), k.clone(), grads[0].clone(), grads[1].clone()),
+        NATIVE: step(rotated_by("auto")),
+        EAGER: step(rotated_by("eager")),
+        ROTARY: step(lambda: rotary.rotate(*leaves, positions, positions)),
+    }
+
+
+def _training_case(shape: tuple[int, int, int, int], dtype: torch.dtype, layout: str, rounds: int) -> dict:
+    """Forward and backward of every :data:`TRAINING` candidate on the same q, k and gradients, each
+    checked against float64 first, then timed in alternating rounds from a warm cache."""
+    b, h, s, d = shape
+    generator = torch.Generator().manual_seed(1)
+    q, k, grad_q, grad_k = (torch.randn(shape, generator=generator).to(dtype) for _ in range(4))
+    inv_freq, _ = rope_inv_freq(d)
+    cos64, sin64 = rope_cos_sin(s, inv_freq, dtype=torch.float64)  # what RotaryEncoding caches
+    tables = (cos64.float(), sin64.float(), cos64.float(), sin64.float())  # k's own (equal) tables
+    steps = _training_steps(q, k, (grad_q, grad_k), tables, layout)
+    exact = [apply_rope(g.double(), cos64, -sin64, layout=layout, backend="eager") for g in (grad_q, grad_k)]
+    errors: dict[str, float | None] = {CLONE: None}
+    case = f"{shape} {str(dtype).removeprefix('torch.')} {layout} training"
+    for name, run_step in steps.items():
+        if name != CLONE:
+            got = run_step()
+            check_agreement(name, got, [e.to(dtype) for e in exact], case)
+            errors[name] = max(float((g.double() - e).abs().max()) for g, e in zip(got, exact, strict=True))
+    candidates: Candidates = {name: (run_step, (q, k, grad_q, grad_k)) for name, run_step in steps.items()}
+    timings = _time_from(candidates, "warm", torch.empty(0), rounds)
+    floor, eager = timings[CLONE].median_ms, timings[EAGER].median_ms
+    return {
+        "shape": list(shape),
+        "dtype": str(dtype).removeprefix("torch."),
+        "layout": layout,
+        "cache": "warm",
+        "timings": [
+            {
+                **t.as_dict(),
+                "vs_floor": t.median_ms / floor,
+                "vs_eager": t.median_ms / eager,
+                "max_abs_grad_error_vs_float64": errors[t.name],
+            }
+            for t in timings.values()
+        ],
+    }
+
+
 def run(
     shapes: Sequence[tuple[int, int, int, int]] | None = None,
     dtypes: Sequence[str] = tuple(DTYPES),
@@ -275,6 +365,7 @@ def run(
     compile: bool = True,
     reuse_memory: bool = True,
     caches: Sequence[str] = tuple(CACHES),
+    training: bool = True,
 ) -> dict:
     """Timings of every candidate for every (shape, dtype, layout); JSON-ready.
 
@@ -284,6 +375,7 @@ def run(
         compile: include the torch.compile candidates (each compiled before timing).
         reuse_memory: call :func:`steady_malloc` first (process-wide; see there).
         caches: the cache states to time from, keys of :data:`CACHES`.
+        training: also time forward and backward (:data:`TRAINING`), in ``result["training"]``.
     """
     shapes = SHAPES if shapes is None else shapes
     for name in dtypes:
@@ -296,13 +388,13 @@ def run(
         "glibc thresholds raised (freed blocks reused)" if reuse_memory and steady_malloc() else "default"
     )
     flush = torch.ones(_FLUSH_ELEMENTS if "cold" in caches else 0)  # read to evict q, k and outputs
-    cases = [
-        entry
-        for shape in shapes
-        for dtype in dtypes
-        for layout in layouts
-        for entry in _case(tuple(shape), DTYPES[dtype], layout, rounds, compile, caches, flush)
-    ]
+    cases, trained = [], []
+    for shape in shapes:
+        for dtype in dtypes:
+            for layout in layouts:
+                cases += _case(tuple(shape), DTYPES[dtype], layout, rounds, compile, caches, flush)
+                if training:
+                    trained.append(_training_case(tuple(shape), DTYPES[dtype], layout, rounds))
     return {
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
@@ -312,6 +404,8 @@ def run(
         "caches": {name: CACHES[name] for name in caches},
         "native_kernel": native_status() if native_available() else f"not used: {native_status()}",
         "cases": cases,
+        "training_candidates": TRAINING if training else {},
+        "training": trained,
     }
 
 
@@ -477,7 +571,7 @@ def _forward_calls(
     """The copy, each rotation of q and k and the in-place kernel, each checked against float64 on the
     first batch row; the calls to time and their errors."""
     (cos, sin), (cos64, sin64) = cos_sin, cos_sin64
-    exact = [apply_rope(x[:1].double(), cos64, sin64, layout=layout, backend="reference") for x in (q, k)]
+    exact = [apply_rope(x[:1].double(), cos64, sin64, layout=layout, backend="eager") for x in (q, k)]
     timed: Calls = {COPY: lambda: (q.clone(), k.clone())}
     errors: dict[str, float | None] = {COPY: None}
     for name, rotate in rotations.items():
@@ -509,8 +603,7 @@ def _backward_calls(
         torch.randn(x.shape, generator=generator, device=x.device, dtype=x.dtype) for x in (q, k)
     )
     exact = [
-        apply_rope(g[:1].double(), cos64, -sin64, layout=layout, backend="reference")
-        for g in (grad_q, grad_k)
+        apply_rope(g[:1].double(), cos64, -sin64, layout=layout, backend="eager") for g in (grad_q, grad_k)
     ]
     timed: Calls = {COPY: lambda: (grad_q.clone(), grad_k.clone())}
     errors: dict[str, float | None] = {COPY: None}

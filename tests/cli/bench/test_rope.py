@@ -26,7 +26,53 @@ def test_bench_rope_command_prints_ratios_and_writes_json(cli, tmp_path, monkeyp
     assert "clone of q and k (memory floor)" in run.out and "× clone" in run.out
     assert "(b, h, s, d) = 1×2×16×8, float32, half" in run.out and "cold cache: median (range) ms" in run.out
     assert "n/a: not requested" in run.out and "C kernel:" in run.out
+    assert "training (warm): median (range) ms" in run.out and "× floor" in run.out and "× eager" in run.out
+    assert "posenc RotaryEncoding.rotate" in run.out and len(written["training"]) == 4
     assert "goal" not in run.out and "met" not in run.out
+
+
+def test_training_columns_line_up_with_the_inference_rows():
+    entry = {
+        "shape": [1, 2, 16, 8],
+        "dtype": "float32",
+        "layout": "half",
+        "cache": "warm",
+        "timings": [{"name": rope.CLONE, "median_ms": 1.0, "min_ms": 0.5, "max_ms": 2.0, "vs_clone": 1.0}],
+        "not_timed": {"HF-style": "not requested"},
+    }
+    training = {
+        "cache": "warm",
+        "timings": [
+            {"name": n, "median_ms": m, "min_ms": m, "max_ms": m, "vs_floor": m / 2, "vs_eager": m / 8}
+            for n, m in ((rope.CLONE, 2.0), (rope.ROTARY, 3.0))
+        ],
+    }
+    from posenc.cli.bench.rope import cpu_table
+
+    table = cpu_table([entry], training)
+    rows = {row[0]: list(row) for row in table.rows}
+    assert rows[rope.CLONE] == [rope.CLONE, "1.00 (0.50–2.00)", "1.00", "2.00 (2.00–2.00)", "1.00", "0.25"]
+    assert rows[rope.ROTARY] == [rope.ROTARY, "", "", "3.00 (3.00–3.00)", "1.50", "0.38"]
+    assert rows["HF-style"] == ["HF-style", "n/a: not requested", "", "", "", ""]
+
+
+def test_no_training_leaves_the_training_out(cli, tmp_path, monkeypatch):
+    seen = {}
+
+    def fake_run(**kwargs):
+        seen.update(kwargs)
+        return {
+            "threads": 1,
+            "rounds": 1,
+            "malloc": "default",
+            "caches": {},
+            "native_kernel": "",
+            "cases": [],
+        }
+
+    monkeypatch.setattr(rope, "run", fake_run)
+    assert cli("bench", "rope", "--no-training", "--no-compile").code == 0
+    assert seen == {"rounds": 41, "compile": False, "training": False}
 
 
 def test_bad_rounds_and_json_are_refused_before_any_timing(cli, monkeypatch):

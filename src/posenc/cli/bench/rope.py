@@ -23,6 +23,11 @@ def configure(subparsers) -> None:
         action="store_true",
         help="leave out the torch.compile candidates (they compile first)",
     )
+    parser.add_argument(
+        "--no-training",
+        action="store_true",
+        help="leave out the forward + backward timings (CPU)",
+    )
     add_device(parser, "the Triton kernel against HF's recipe, torch.compile and liger-kernel")
     add_json(parser)
 
@@ -38,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         result = on_gpu(lambda: rope.run_cuda(rounds=rounds, compile=not args.no_compile))
         _print_cuda(result)
     else:
-        result = rope.run(rounds=rounds, compile=not args.no_compile)
+        result = rope.run(rounds=rounds, compile=not args.no_compile, training=not args.no_training)
         _print_cpu(result)
     write_json(result, json_path)
     return 0
@@ -47,20 +52,35 @@ def run(args: argparse.Namespace) -> int:
 # --- CPU ------------------------------------------------------------------------------------------
 
 
-def cpu_table(entries: list[dict]) -> Table:
-    """One (shape, dtype, layout): each candidate's median (range) and × clone, per cache state."""
+def _time(t: dict) -> str:
+    return f"{t['median_ms']:.2f} ({t['min_ms']:.2f}–{t['max_ms']:.2f})"
+
+
+def cpu_table(entries: list[dict], training: dict | None = None) -> Table:
+    """One (shape, dtype, layout): each candidate's median (range) and × clone, per cache state; with
+    ``training``, forward + backward median (range), × floor and × eager, in three more columns."""
     shape, dtype, layout = entries[0]["shape"], entries[0]["dtype"], entries[0]["layout"]
     columns = [Column("candidate")]
     for entry in entries:
         columns += [Column(f"{entry['cache']} cache: median (range) ms", "right"), Column("× clone", "right")]
+    width = 1 + 2 * len(entries)  # cells of a row before the training columns
     rows: dict[str, list[str]] = {}
     for entry in entries:
         for t in entry["timings"]:
-            rows.setdefault(t["name"], [t["name"]]).extend(
-                [f"{t['median_ms']:.2f} ({t['min_ms']:.2f}–{t['max_ms']:.2f})", f"{t['vs_clone']:.2f}"]
-            )
+            rows.setdefault(t["name"], [t["name"]]).extend([_time(t), f"{t['vs_clone']:.2f}"])
     for name, why in entries[0]["not_timed"].items():
-        rows[name] = [name, f"n/a: {why}", *[""] * (2 * len(entries) - 1)]
+        rows[name] = [name, f"n/a: {why}", *[""] * (width - 2)]
+    if training is not None:
+        columns += [
+            Column(f"training ({training['cache']}): median (range) ms", "right"),
+            Column("× floor", "right"),
+            Column("× eager", "right"),
+        ]
+        for t in training["timings"]:
+            row = rows.setdefault(t["name"], [t["name"], *[""] * (width - 1)])
+            row.extend([_time(t), f"{t['vs_floor']:.2f}", f"{t['vs_eager']:.2f}"])
+        for row in rows.values():
+            row.extend([""] * (len(columns) - len(row)))
     return Table(
         columns, rows.values(), title=f"(b, h, s, d) = {'×'.join(map(str, shape))}, {dtype}, {layout}"
     )
@@ -75,12 +95,19 @@ def _print_cpu(result: dict) -> None:
     )
     groups: dict[tuple, list[dict]] = {}
     for case in result["cases"]:
-        groups.setdefault((tuple(case["shape"]), case["dtype"], case["layout"]), []).append(case)
-    for entries in groups.values():
-        print_table(cpu_table(entries), out=terminal)
+        groups.setdefault(_key(case), []).append(case)
+    training = {_key(entry): entry for entry in result.get("training", [])}
+    for key, entries in groups.items():
+        print_table(cpu_table(entries, training.get(key)), out=terminal)
     for cache, meaning in result["caches"].items():
         terminal.print(f"{cache} cache: {meaning}", markup=False)
+    for name, meaning in result.get("training_candidates", {}).items():
+        terminal.print(f"training, {name}: {meaning}", markup=False)
     terminal.print(f"C kernel: {result['native_kernel']}", markup=False)
+
+
+def _key(entry: dict) -> tuple:
+    return tuple(entry["shape"]), entry["dtype"], entry["layout"]
 
 
 # --- GPU ------------------------------------------------------------------------------------------
