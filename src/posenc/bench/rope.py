@@ -301,7 +301,7 @@ def _training_steps(
     cos, sin, k_cos, k_sin = tables
     rotary = RotaryEncoding(q.shape[-1], layout=layout)
     positions = torch.arange(q.shape[-2])
-    leaves = q.detach().clone().requires_grad_(), k.detach().clone().requires_grad_()
+    leaves = q.detach().requires_grad_(), k.detach().requires_grad_()  # q's and k's memory: warmed alike
 
     def rotated_by(backend: str) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
         return lambda: apply_rope_qk(
