@@ -288,7 +288,7 @@ def test_gradients_match_float64_with_gqa(layout, dtype, rotary_dim, positions, 
     got = apply_rope_qk(
         *inputs, q_cos, q_sin, k_cos=k_cos, k_sin=k_sin, layout=layout, rotary_dim=rotary_dim, inplace=inplace
     )
-    assert "rope_qk_native" in type(got[0].grad_fn).__name__ or inplace  # the kernel, not the reference
+    assert type(got[0].grad_fn).__name__ == ("CopyBackwards" if inplace else "_RotationBackward")
     torch.autograd.backward(got, grads)
     for leaf, x, grad, cos, sin in zip(leaves, (q, k), grads, (q_cos, k_cos), (q_sin, k_sin), strict=True):
         exact_leaf = x.double().requires_grad_()
@@ -462,7 +462,7 @@ def test_the_c_source_is_read_from_its_own_file_beside_the_module():
 
     path = Path(rope_cpu.__file__).with_name("rope_cpu.c")
     assert rope_cpu.source() == path.read_text(encoding="utf-8")
-    assert "KERNEL(half_bf16, uint16_t, float)" in rope_cpu.source()
+    assert "KERNEL(half_bf16_f32, row_half_bf16, uint16_t, float, float)" in rope_cpu.source()
 
 
 def test_without_a_compiler_the_torch_fallback_answers(monkeypatch):
@@ -496,3 +496,42 @@ def test_the_c_source_ships_as_package_data():
     pyproject = Path(__file__).parents[2] / "pyproject.toml"
     package_data = tomllib.loads(pyproject.read_text(encoding="utf-8"))["tool"]["setuptools"]["package-data"]
     assert "*.c" in package_data["posenc.kernels"]
+
+
+@needs_native
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_float64_tables_are_read_as_they_are_and_rounded_once_as_the_reference_rounds_them(layout):
+    """RotaryEncoding caches float64 cos/sin: the kernel reads them without a cast of its own first."""
+    q, k = _qk((1, 3, 40, 64))
+    cos, sin = _angles(40, 64, dtype=torch.float64)
+    got = apply_rope_qk(q, k, cos, sin, layout=layout, backend="native")
+    for g, e in zip(got, _reference(q, k, cos, sin, layout=layout), strict=True):
+        assert torch.equal(g, e)  # the reference casts the tables to float32 first
+    q16, k16 = q.to(torch.bfloat16), k.to(torch.bfloat16)
+    got = apply_rope_qk(q16, k16, cos, sin, layout=layout, backend="native")
+    for g, x in zip(got, (q16, k16), strict=True):
+        once = apply_rope(x.float(), cos.float(), sin.float(), layout=layout, backend="eager")
+        assert torch.equal(g, once.to(torch.bfloat16))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_torch_func_transforms_take_the_reference(layout):
+    """The kernels' ops do not support vmap or torch.func.grad: auto takes the reference there."""
+    (x,) = _qk((2, 3, 5, 8))[:1]
+    cos, sin = _angles(5, 8)
+    grad = torch.func.grad(lambda t: apply_rope(t, cos, sin, layout=layout).square().sum())(x)
+    torch.testing.assert_close(grad, 2 * x, atol=1e-5, rtol=1e-6)  # R(−θ)·2R(θ)x
+    batched = torch.vmap(lambda t: apply_rope(t, cos, sin, layout=layout))(x)
+    assert torch.equal(batched, apply_rope(x, cos, sin, layout=layout, backend="eager"))
+    with pytest.raises(ValueError, match="the native kernel does not run under torch.func transforms"):
+        torch.vmap(lambda t: apply_rope(t, cos, sin, backend="native"))(x)
+
+
+def test_eager_autograd_calls_the_kernel_forward_and_backward(monkeypatch):
+    calls = []
+    original = rope_cpu._launch
+    monkeypatch.setattr(rope_cpu, "_launch", lambda items, *a: calls.append(a[-1]) or original(items, *a))
+    q, k = (x.requires_grad_() for x in _qk((1, 2, 4, 8)))
+    cos, sin = _angles(4, 8)
+    sum(r.sum() for r in apply_rope_qk(q, k, cos, sin)).backward()
+    assert calls == [False, True]  # conjugate: the backward rotates by −θ

@@ -430,6 +430,13 @@ def _path(backend: str, items: list[_Item], rotaries: list[int]) -> str:
     """
     if backend == "eager":
         return "eager"
+    if _transformed():
+        if backend != "auto":
+            raise ValueError(
+                f"the {backend} kernel does not run under torch.func transforms (vmap, grad, jacrev, …); "
+                "backend='eager' does (backend='auto' takes it there by itself)"
+            )
+        return "eager"
     if backend == "auto":
         devices = {t.device.type for _, x, cos, sin in items for t in (x, cos, sin)}
         if devices == {"cuda"} and rope_triton.TRITON_INSTALLED and _triton_problem(items, rotaries) is None:
@@ -445,6 +452,12 @@ def _path(backend: str, items: list[_Item], rotaries: list[int]) -> str:
         error, message = problem
         raise error(message)
     return backend
+
+
+def _transformed() -> bool:
+    """Whether a torch.func transform (vmap, grad, …) is active: the kernels' ops do not support them.
+    (torch.compile traces such code itself, so the question is not asked while it traces.)"""
+    return not torch.compiler.is_compiling() and torch._C._are_functorch_transforms_active()
 
 
 def _enlarge_problem(name: str, x: torch.Tensor, cos: torch.Tensor, kernel: str) -> _Problem:

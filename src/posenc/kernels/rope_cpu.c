@@ -1,24 +1,27 @@
 /* RoPE rows on CPU for posenc's "native" backend; rope_cpu.py compiles this file on first use.
  *
- * One function per (layout, dtype), posenc_rope_<half|interleaved>_<f32|f64|bf16>: rotate the rows
- * [b, h, s, :2n] of x into out (out may be x), pairing channels (k, k + n) ("half") or (2k, 2k + 1)
- * ("interleaved"), by the angles whose cos/sin rows are contiguous [nb or 1, ns, n] with batch stride
- * cb (0: one table for the whole batch). With conjugate != 0 the rotation is by minus the angle (sin
- * negated): the gradient of the rotation. Channels [2n, d) are copied when out != x. Strides are in
- * elements; the channel stride is 1.
+ * One function per (layout, dtype of x, dtype of the tables), posenc_rope_<half|interleaved>_<x>_<t>
+ * with x in f32, bf16 (tables f32 or f64) or f64 (tables f64): rotate the rows [b, h, s, :2n] of x
+ * into out (out may be x), pairing channels (k, k + n) ("half") or (2k, 2k + 1) ("interleaved"), by
+ * the angles whose cos/sin rows are contiguous [nb or 1, ns, n] with batch stride cb (0: one table
+ * for the whole batch). With conjugate != 0 the rotation is by minus the angle (sin negated): the
+ * gradient of the rotation. Channels [2n, d) are copied when out != x. Strides are in elements; the
+ * channel stride is 1. Returns 0, or 1 (nothing written) where its working memory cannot be had.
  *
- * Work is split into units of a few positions of one head, heads innermost, so the cos/sin rows of a
- * unit (TABLE_BYTES of them) are read from memory once and from L1 for every other head.
+ * Work is split into blocks of positions of one batch row (TABLE_BYTES of cos/sin), heads innermost,
+ * so every head reads the block's cos/sin rows from L1. Tables of another type than the arithmetic
+ * one (float64 tables for float32 arithmetic) are converted once per block into a thread's own.
  *
  * Numerics:
  * - float32 and float64: the products and sums of posenc's reference recipe in its order, built with
- *   -ffp-contract=off (no fused multiply-add), so the results are bit-identical to it. The rotation by
- *   minus the angle is bit-identical to the recipe with sin negated (negation is exact).
- * - bfloat16: float32 arithmetic on float32 cos/sin, rounded once to bfloat16, to nearest even as
- *   torch rounds; NaN stays NaN. With AVX512-BF16 the rounding is one instruction, which flushes
- *   float32 denormals to zero where torch rounds them: a block holding one takes the integer path.
+ *   -ffp-contract=off (no fused multiply-add), from the tables rounded once to x's type, so the
+ *   results are bit-identical to it. The rotation by minus the angle is bit-identical to the recipe
+ *   with sin negated (negation is exact).
+ * - bfloat16: float32 arithmetic on the tables rounded once to float32, rounded once to bfloat16, to
+ *   nearest even as torch rounds (float32 denormals included); NaN stays NaN.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define TABLE_BYTES 16384
@@ -37,10 +40,11 @@ static inline uint16_t bf16_round(float f) { /* nearest even, as torch rounds; N
     return (uint16_t)(((u & 0x7FFFFFFFu) > 0x7F800000u) ? 0x7FC0u : rounded);
 }
 
-/* ---- float32 and float64: plain loops the compiler vectorises; CONJ is a literal, so each call
- * site gets its own loop without a sign in it ------------------------------------------------------ */
+/* ---- float32 and float64 ------------------------------------------------------------------------ */
 
-#define ROW_FLOAT(T, SUFFIX)                                                                       \
+/* Plain loops the compiler vectorises (float64, and float32 without AVX-512). CONJ is a literal at
+ * every call site, so each gets its own loop without a sign in it. */
+#define ROW_GENERIC(T, SUFFIX)                                                                     \
     static inline void row_half_##SUFFIX(const T *x, T *o, const T *c, const T *s, int64_t n,     \
                                          int conj) {                                               \
         _Pragma("GCC ivdep") for (int64_t k = 0; k < n; k++) {                                     \
@@ -58,13 +62,64 @@ static inline uint16_t bf16_round(float f) { /* nearest even, as torch rounds; N
         }                                                                                          \
     }
 
-ROW_FLOAT(float, f32)
-ROW_FLOAT(double, f64)
+ROW_GENERIC(double, f64)
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define F32_SIMD 1
+
+static inline __m512 sin_load(const float *s, int conj) { /* 16 sin values, negated for the conjugate */
+    __m512i bits = _mm512_castps_si512(_mm512_loadu_ps(s));
+    return _mm512_castsi512_ps(_mm512_xor_si512(bits, _mm512_set1_epi32(conj ? (int)0x80000000u : 0)));
+}
+
+/* 16 pairs at a time; all loads of a step come before its stores (o may be x). */
+static inline void row_half_f32(const float *x, float *o, const float *c, const float *s, int64_t n,
+                                int conj) {
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16) {
+        __m512 ck = _mm512_loadu_ps(c + k), sk = sin_load(s + k, conj);
+        __m512 x1 = _mm512_loadu_ps(x + k), x2 = _mm512_loadu_ps(x + k + n);
+        _mm512_storeu_ps(o + k, _mm512_sub_ps(_mm512_mul_ps(x1, ck), _mm512_mul_ps(x2, sk)));
+        _mm512_storeu_ps(o + k + n, _mm512_add_ps(_mm512_mul_ps(x2, ck), _mm512_mul_ps(x1, sk)));
+    }
+    for (; k < n; k++) {
+        float x1 = x[k], x2 = x[k + n], sk = conj ? -s[k] : s[k];
+        o[k] = x1 * c[k] - x2 * sk;
+        o[k + n] = x2 * c[k] + x1 * sk;
+    }
+}
+
+static inline void row_interleaved_f32(const float *x, float *o, const float *c, const float *s, int64_t n,
+                                       int conj) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512i low = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i high = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16) { /* channels 2k … 2k + 31: pairs split into even and odd, rejoined */
+        __m512 a = _mm512_loadu_ps(x + 2 * k), b = _mm512_loadu_ps(x + 2 * k + 16);
+        __m512 x1 = _mm512_permutex2var_ps(a, even, b), x2 = _mm512_permutex2var_ps(a, odd, b);
+        __m512 ck = _mm512_loadu_ps(c + k), sk = sin_load(s + k, conj);
+        __m512 y1 = _mm512_sub_ps(_mm512_mul_ps(x1, ck), _mm512_mul_ps(x2, sk));
+        __m512 y2 = _mm512_add_ps(_mm512_mul_ps(x2, ck), _mm512_mul_ps(x1, sk));
+        _mm512_storeu_ps(o + 2 * k, _mm512_permutex2var_ps(y1, low, y2));
+        _mm512_storeu_ps(o + 2 * k + 16, _mm512_permutex2var_ps(y1, high, y2));
+    }
+    for (; k < n; k++) {
+        float x1 = x[2 * k], x2 = x[2 * k + 1], sk = conj ? -s[k] : s[k];
+        o[2 * k] = x1 * c[k] - x2 * sk;
+        o[2 * k + 1] = x2 * c[k] + x1 * sk;
+    }
+}
+#else
+#define F32_SIMD 0
+ROW_GENERIC(float, f32)
+#endif
 
 /* ---- bfloat16 ---------------------------------------------------------------------------------- */
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
-#include <immintrin.h>
+#if F32_SIMD && defined(__AVX512BW__) && defined(__AVX512DQ__)
 #define BF16_SIMD 1
 
 static inline __m512 bf16x16_load(const uint16_t *p) { /* 16 bfloat16 -> float32, exactly */
@@ -80,25 +135,23 @@ static inline __m512i bf16x16_bits(__m512 v) { /* bf16_round in each lane, in th
     return _mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_set1_epi32(0x7FC0));
 }
 
-#if defined(__AVX512BF16__)
-#define DENORMAL 0x20 /* vfpclassps: denormal */
-static inline int has_denormal(__m512 a, __m512 b) {
-    return (_mm512_fpclass_ps_mask(a, DENORMAL) | _mm512_fpclass_ps_mask(b, DENORMAL)) != 0;
-}
-#endif
-
+/* With AVX512-BF16 the rounding is one instruction, but it flushes float32 denormals to ±0 where torch
+ * rounds them to bfloat16's: a group holding a ±0 result (a zero, or such a denormal; both rare) is
+ * redone by the integer path. */
 static inline __m256i bf16x16_round(__m512 v) { /* 16 float32 -> 16 bfloat16 */
 #if defined(__AVX512BF16__)
-    if (__builtin_expect(!has_denormal(v, v), 1))
-        return (__m256i)_mm512_cvtneps_pbh(v);
+    __m256i fast = (__m256i)_mm512_cvtneps_pbh(v);
+    if (__builtin_expect(!_mm256_testn_epi16_mask(fast, _mm256_set1_epi16(0x7FFF)), 1))
+        return fast;
 #endif
     return _mm512_cvtepi32_epi16(bf16x16_bits(v));
 }
 
 static inline __m512i bf16x32_round(__m512 lo, __m512 hi) { /* 32 float32 -> 32 bfloat16, lo first */
 #if defined(__AVX512BF16__)
-    if (__builtin_expect(!has_denormal(lo, hi), 1))
-        return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+    __m512i fast = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+    if (__builtin_expect(!_mm512_testn_epi16_mask(fast, _mm512_set1_epi16(0x7FFF)), 1))
+        return fast;
 #endif
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(bf16x16_bits(lo))),
                               _mm512_cvtepi32_epi16(bf16x16_bits(hi)), 1);
@@ -108,17 +161,13 @@ static inline __m512i bf16x16_pairs(__m512 even, __m512 odd) { /* 16 pairs (even
 #if defined(__AVX512BF16__)
     static const uint16_t order[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
                                        8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-    if (__builtin_expect(!has_denormal(even, odd), 1)) {
-        __m512i packed = (__m512i)_mm512_cvtne2ps_pbh(odd, even); /* even[0..15], odd[0..15] */
-        return _mm512_permutexvar_epi16(_mm512_loadu_si512((const void *)order), packed);
-    }
+    __m512i fast = (__m512i)_mm512_cvtne2ps_pbh(odd, even); /* even[0..15], odd[0..15] */
+    if (__builtin_expect(!_mm512_testn_epi16_mask(fast, _mm512_set1_epi16(0x7FFF)), 1))
+        return _mm512_permutexvar_epi16(_mm512_loadu_si512((const void *)order), fast);
 #endif
     return _mm512_or_si512(bf16x16_bits(even), _mm512_slli_epi32(bf16x16_bits(odd), 16));
 }
 
-static inline __m512 sin_load(const float *s, __m512 flip) { /* sin, negated when flip holds the sign */
-    return _mm512_xor_ps(_mm512_loadu_ps(s), flip);
-}
 #else
 #define BF16_SIMD 0
 #endif
@@ -127,10 +176,9 @@ static inline void row_half_bf16(const uint16_t *x, uint16_t *o, const float *c,
                                  int conj) {
     int64_t k = 0;
 #if BF16_SIMD
-    const __m512 flip = _mm512_castsi512_ps(_mm512_set1_epi32(conj ? (int)0x80000000u : 0));
     for (; k + 32 <= n; k += 32) { /* all loads before the stores: o may be x */
         __m512 c0 = _mm512_loadu_ps(c + k), c1 = _mm512_loadu_ps(c + k + 16);
-        __m512 s0 = sin_load(s + k, flip), s1 = sin_load(s + k + 16, flip);
+        __m512 s0 = sin_load(s + k, conj), s1 = sin_load(s + k + 16, conj);
         __m512 a0 = bf16x16_load(x + k), a1 = bf16x16_load(x + k + 16);
         __m512 b0 = bf16x16_load(x + k + n), b1 = bf16x16_load(x + k + n + 16);
         __m512i y1 = bf16x32_round(_mm512_sub_ps(_mm512_mul_ps(a0, c0), _mm512_mul_ps(b0, s0)),
@@ -141,7 +189,7 @@ static inline void row_half_bf16(const uint16_t *x, uint16_t *o, const float *c,
         _mm512_storeu_si512((void *)(o + k + n), y2);
     }
     for (; k + 16 <= n; k += 16) {
-        __m512 ck = _mm512_loadu_ps(c + k), sk = sin_load(s + k, flip);
+        __m512 ck = _mm512_loadu_ps(c + k), sk = sin_load(s + k, conj);
         __m512 x1 = bf16x16_load(x + k), x2 = bf16x16_load(x + k + n);
         __m256i y1 = bf16x16_round(_mm512_sub_ps(_mm512_mul_ps(x1, ck), _mm512_mul_ps(x2, sk)));
         __m256i y2 = bf16x16_round(_mm512_add_ps(_mm512_mul_ps(x2, ck), _mm512_mul_ps(x1, sk)));
@@ -150,10 +198,19 @@ static inline void row_half_bf16(const uint16_t *x, uint16_t *o, const float *c,
     }
 #endif
 #pragma GCC ivdep
-    for (; k < n; k++) {
+    for (; k < n; k++) { /* the tail (all without AVX-512) */
         float x1 = bf16_load(x + k), x2 = bf16_load(x + k + n), sk = conj ? -s[k] : s[k];
         o[k] = bf16_round(x1 * c[k] - x2 * sk);
         o[k + n] = bf16_round(x2 * c[k] + x1 * sk);
+    }
+}
+
+static inline void tail_interleaved_bf16(const uint16_t *x, uint16_t *o, const float *c, const float *s,
+                                         int64_t n, int conj) {
+    for (int64_t k = 0; k < n; k++) {
+        float x1 = bf16_load(x + 2 * k), x2 = bf16_load(x + 2 * k + 1), sk = conj ? -s[k] : s[k];
+        o[2 * k] = bf16_round(x1 * c[k] - x2 * sk);
+        o[2 * k + 1] = bf16_round(x2 * c[k] + x1 * sk);
     }
 }
 
@@ -161,57 +218,104 @@ static inline void row_interleaved_bf16(const uint16_t *x, uint16_t *o, const fl
                                         int64_t n, int conj) {
     int64_t k = 0;
 #if BF16_SIMD
-    const __m512 flip = _mm512_castsi512_ps(_mm512_set1_epi32(conj ? (int)0x80000000u : 0));
     const __m512i high = _mm512_set1_epi32((int)0xFFFF0000u);
     for (; k + 16 <= n; k += 16) { /* 16 pairs, one 32-bit word each: channel 2k in the low half */
         __m512i pairs = _mm512_loadu_si512((const void *)(x + 2 * k));
         __m512 x1 = _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16));
         __m512 x2 = _mm512_castsi512_ps(_mm512_and_si512(pairs, high));
-        __m512 ck = _mm512_loadu_ps(c + k), sk = sin_load(s + k, flip);
+        __m512 ck = _mm512_loadu_ps(c + k), sk = sin_load(s + k, conj);
         __m512 y1 = _mm512_sub_ps(_mm512_mul_ps(x1, ck), _mm512_mul_ps(x2, sk));
         __m512 y2 = _mm512_add_ps(_mm512_mul_ps(x2, ck), _mm512_mul_ps(x1, sk));
         _mm512_storeu_si512((void *)(o + 2 * k), bf16x16_pairs(y1, y2));
     }
 #endif
-#pragma GCC ivdep
-    for (; k < n; k++) {
-        float x1 = bf16_load(x + 2 * k), x2 = bf16_load(x + 2 * k + 1), sk = conj ? -s[k] : s[k];
-        o[2 * k] = bf16_round(x1 * c[k] - x2 * sk);
-        o[2 * k + 1] = bf16_round(x2 * c[k] + x1 * sk);
-    }
+    if (k < n) /* the tail (all of the row without AVX-512) */
+        tail_interleaved_bf16(x + 2 * k, o + 2 * k, c + k, s + k, n - k, conj);
 }
 
 /* ---- the entry points --------------------------------------------------------------------------- */
 
-#define KERNEL(NAME, T, C)                                                                          \
-    void posenc_rope_##NAME(const T *x, T *out, const C *cos, const C *sin, int64_t nb, int64_t nh, \
-                            int64_t ns, int64_t d, int64_t n, int64_t xb, int64_t xh, int64_t xs,   \
-                            int64_t ob, int64_t oh, int64_t os, int64_t cb, int conjugate,          \
-                            int threads) {                                                          \
-        const int64_t fit = TABLE_BYTES / (int64_t)(2 * sizeof(C)) / (n > 0 ? n : 1);              \
-        const int64_t rows = fit > 1 ? fit : 1, blocks = (ns + rows - 1) / rows;                    \
-        _Pragma("omp parallel for collapse(3) schedule(static) num_threads(threads) if(threads > 1)") \
-        for (int64_t b = 0; b < nb; b++)                                                            \
-            for (int64_t block = 0; block < blocks; block++)                                        \
-                for (int64_t h = 0; h < nh; h++) {                                                  \
-                    const int64_t end = (block + 1) * rows < ns ? (block + 1) * rows : ns;          \
-                    for (int64_t s = block * rows; s < end; s++) {                                  \
-                        const T *xr = x + b * xb + h * xh + s * xs;                                 \
-                        T *o = out + b * ob + h * oh + s * os;                                      \
-                        const C *cr = cos + b * cb + s * n, *sr = sin + b * cb + s * n;             \
-                        if (conjugate)                                                              \
-                            row_##NAME(xr, o, cr, sr, n, 1);                                        \
-                        else                                                                        \
-                            row_##NAME(xr, o, cr, sr, n, 0);                                        \
-                        if (o != xr && d > 2 * n)                                                   \
-                            memcpy(o + 2 * n, xr + 2 * n, (size_t)(d - 2 * n) * sizeof(T));         \
-                    }                                                                               \
-                }                                                                                   \
+#ifdef _OPENMP
+#include <omp.h>
+static inline int omp_thread(void) { return omp_get_thread_num(); }
+#else
+static inline int omp_thread(void) { return 0; }
+#endif
+
+/* Positions per block: as many as fit TABLE_BYTES of cos/sin, and few enough for every thread to get
+ * blocks of its own. */
+static int64_t block_rows(int64_t nb, int64_t ns, int64_t n, size_t size, int threads) {
+    int64_t fit = TABLE_BYTES / (int64_t)(2 * size) / (n > 0 ? n : 1);
+    int64_t share = nb * ns / (2 * (int64_t)(threads > 1 ? threads : 1));
+    int64_t rows = fit < share ? fit : share;
+    return rows > 1 ? rows : 1;
+}
+
+/* The rows of one block of positions s0 … s1 − 1 of batch row b, every head, N pairs per row. */
+#define ROWS_OF(ROW, T, CONJ, N)                                                                    \
+    for (int64_t h = 0; h < nh; h++)                                                                \
+        for (int64_t s = s0; s < s1; s++) {                                                         \
+            const T *xr = x + b * xb + h * xh + s * xs;                                             \
+            T *o = out + b * ob + h * oh + s * os;                                                  \
+            ROW(xr, o, tc + (s - s0) * (N), ts + (s - s0) * (N), (N), CONJ);                        \
+            if (o != xr && d > 2 * (N))                                                             \
+                memcpy(o + 2 * (N), xr + 2 * (N), (size_t)(d - 2 * (N)) * sizeof(T));               \
+        }
+
+/* The usual widths (heads of 64, 128 and 256 channels) get rows unrolled for their N: a row is only
+ * a few vectors, and a loop's bookkeeping around them costs about a fifth of the time. */
+#define BLOCK(ROW, T, CONJ)                                                                         \
+    switch (n) {                                                                                    \
+    case 32: ROWS_OF(ROW, T, CONJ, 32) break;                                                       \
+    case 64: ROWS_OF(ROW, T, CONJ, 64) break;                                                       \
+    case 128: ROWS_OF(ROW, T, CONJ, 128) break;                                                     \
+    default: ROWS_OF(ROW, T, CONJ, n)                                                               \
     }
 
-KERNEL(half_f32, float, float)
-KERNEL(interleaved_f32, float, float)
-KERNEL(half_f64, double, double)
-KERNEL(interleaved_f64, double, double)
-KERNEL(half_bf16, uint16_t, float)
-KERNEL(interleaved_bf16, uint16_t, float)
+#define KERNEL(NAME, ROW, T, A, C)                                                                  \
+    int posenc_rope_##NAME(const T *x, T *out, const C *cos, const C *sin, int64_t nb, int64_t nh,  \
+                           int64_t ns, int64_t d, int64_t n, int64_t xb, int64_t xh, int64_t xs,    \
+                           int64_t ob, int64_t oh, int64_t os, int64_t cb, int conjugate,           \
+                           int threads) {                                                           \
+        if (threads < 1)                                                                            \
+            threads = 1;                                                                            \
+        const int convert = sizeof(A) != sizeof(C);                                                 \
+        const int64_t rows = block_rows(nb, ns, n, sizeof(A), threads);                             \
+        const int64_t blocks = (ns + rows - 1) / rows, each = 2 * rows * n; /* table elements */    \
+        A *tables = convert ? malloc((size_t)threads * (size_t)each * sizeof(A)) : NULL;            \
+        if (convert && tables == NULL)                                                              \
+            return 1;                                                                               \
+        _Pragma("omp parallel for collapse(2) schedule(static) num_threads(threads) if(threads > 1)") \
+        for (int64_t b = 0; b < nb; b++)                                                            \
+            for (int64_t block = 0; block < blocks; block++) {                                      \
+                const int64_t s0 = block * rows, s1 = s0 + rows < ns ? s0 + rows : ns;              \
+                const C *c = cos + b * cb + s0 * n, *sn = sin + b * cb + s0 * n;                    \
+                const A *tc = (const A *)c, *ts = (const A *)sn; /* A is C unless converting */     \
+                if (convert) {                                                                      \
+                    A *table = tables + (size_t)omp_thread() * (size_t)each;                        \
+                    for (int64_t k = 0; k < (s1 - s0) * n; k++) {                                   \
+                        table[k] = (A)c[k];                                                         \
+                        table[rows * n + k] = (A)sn[k];                                             \
+                    }                                                                               \
+                    tc = table, ts = table + rows * n;                                              \
+                }                                                                                   \
+                if (conjugate) {                                                                    \
+                    BLOCK(ROW, T, 1)                                                                \
+                } else {                                                                            \
+                    BLOCK(ROW, T, 0)                                                                \
+                }                                                                                   \
+            }                                                                                       \
+        free(tables);                                                                               \
+        return 0;                                                                                   \
+    }
+
+KERNEL(half_f32_f32, row_half_f32, float, float, float)
+KERNEL(half_f32_f64, row_half_f32, float, float, double)
+KERNEL(interleaved_f32_f32, row_interleaved_f32, float, float, float)
+KERNEL(interleaved_f32_f64, row_interleaved_f32, float, float, double)
+KERNEL(half_bf16_f32, row_half_bf16, uint16_t, float, float)
+KERNEL(half_bf16_f64, row_half_bf16, uint16_t, float, double)
+KERNEL(interleaved_bf16_f32, row_interleaved_bf16, uint16_t, float, float)
+KERNEL(interleaved_bf16_f64, row_interleaved_bf16, uint16_t, float, double)
+KERNEL(half_f64_f64, row_half_f64, double, double, double)
+KERNEL(interleaved_f64_f64, row_interleaved_f64, double, double, double)

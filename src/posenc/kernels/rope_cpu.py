@@ -25,7 +25,8 @@ Autograd and torch.compile: the kernel is wrapped in the custom ops ``posenc::ro
 ``posenc::rope_qk_native`` and their ``_inplace`` twins (:mod:`posenc.kernels._rope_ops`), with fake
 implementations and an autograd formula (the gradient of a rotation by θ is the rotation by −θ, the
 same kernel with sin negated), so training and ``torch.compile(fullgraph=True)`` take the kernel too.
-Plain inference calls the kernel directly, without the op dispatch (about 20 µs per call).
+Outside tracing the kernel is called without the op dispatch (about 20 µs per call, 100 µs per
+forward and backward pass), under autograd through an autograd Function with the same formula.
 """
 
 from __future__ import annotations
@@ -52,12 +53,13 @@ _log = logging.getLogger(__name__)
 #: Below this many elements per tensor the kernel runs on one thread (thread start-up would dominate).
 _PARALLEL_MIN_ELEMENTS = 1 << 15
 
-#: x dtype -> (C name suffix, dtype the kernel takes cos/sin in).
+#: x dtype -> (C name of x's type, the table dtypes its kernels read; others are cast to the first).
 _KERNEL_DTYPES = {
-    torch.float32: ("f32", torch.float32),
-    torch.float64: ("f64", torch.float64),
-    torch.bfloat16: ("bf16", torch.float32),
+    torch.float32: ("f32", (torch.float32, torch.float64)),
+    torch.bfloat16: ("bf16", (torch.float32, torch.float64)),
+    torch.float64: ("f64", (torch.float64,)),
 }
+_C_NAMES = {torch.float32: "f32", torch.float64: "f64"}
 _SOURCE_NAME = "rope_cpu.c"
 _BASE_FLAGS = ("-O3", "-ffp-contract=off", "-fPIC", "-shared")
 #: Tried in order; the first that compiles wins (no OpenMP: one thread; no -march=native: generic SIMD).
@@ -94,11 +96,14 @@ def apply_rope_native(
 
     Arguments as :func:`apply_rope_qk_native` takes them for one tensor, checked by the dispatcher.
     """
-    if _direct(x, cos, sin):
-        out = x if inplace else torch.empty_like(x)
-        _launch([(x, out, cos, sin)], layout, rotary_dim, False)
-        return out
-    return _OPS.rotate(x, cos, sin, layout, rotary_dim, inplace)
+    if not _eager(x, cos, sin):
+        return _OPS.rotate(x, cos, sin, layout, rotary_dim, inplace)
+    if _rope_ops.needs_grad(x):
+        (rotated,) = _Rotation.apply(layout, rotary_dim, False, x, cos, sin)
+        return x.copy_(rotated) if inplace else rotated
+    out = x if inplace else torch.empty_like(x)
+    _launch([(x, out, cos, sin)], layout, rotary_dim, False)
+    return out
 
 
 def apply_rope_qk_native(
@@ -121,11 +126,15 @@ def apply_rope_qk_native(
     with ``inplace``, q and k that own their memory. Differentiable in q and k; traceable by
     torch.compile.
     """
-    if _direct(q, k, q_cos, q_sin, k_cos, k_sin):
-        q_out, k_out = (q, k) if inplace else (torch.empty_like(q), torch.empty_like(k))
-        _launch([(q, q_out, q_cos, q_sin), (k, k_out, k_cos, k_sin)], layout, rotary_dim, False)
-        return q_out, k_out
-    return _OPS.rotate_qk(q, k, (q_cos, q_sin, k_cos, k_sin), layout, rotary_dim, inplace)
+    tables = (q_cos, q_sin, k_cos, k_sin)
+    if not _eager(q, k, *tables):
+        return _OPS.rotate_qk(q, k, tables, layout, rotary_dim, inplace)
+    if _rope_ops.needs_grad(q) or _rope_ops.needs_grad(k):
+        q_rotated, k_rotated = _Rotation.apply(layout, rotary_dim, False, q, q_cos, q_sin, k, k_cos, k_sin)
+        return (q.copy_(q_rotated), k.copy_(k_rotated)) if inplace else (q_rotated, k_rotated)
+    q_out, k_out = (q, k) if inplace else (torch.empty_like(q), torch.empty_like(k))
+    _launch([(q, q_out, q_cos, q_sin), (k, k_out, k_cos, k_sin)], layout, rotary_dim, False)
+    return q_out, k_out
 
 
 def fallback_rope(
@@ -144,12 +153,43 @@ def fallback_rope(
     return out
 
 
-def _direct(*tensors: torch.Tensor) -> bool:
-    """Whether to call the kernel without the custom ops: plain tensors, no autograd to record, and
-    nobody tracing (torch.compile, a dispatch mode such as FakeTensorMode)."""
+def _eager(*tensors: torch.Tensor) -> bool:
+    """Whether the kernel may be called as it is, without the custom ops: plain tensors, and nobody
+    tracing (torch.compile, or a dispatch mode such as FakeTensorMode or torch.export's)."""
     if torch.compiler.is_compiling() or _get_current_dispatch_mode() is not None:
         return False
-    return all(type(t) is torch.Tensor and not _rope_ops.needs_grad(t) for t in tensors)
+    return all(type(t) is torch.Tensor for t in tensors)
+
+
+class _Rotation(torch.autograd.Function):
+    """Eager autograd around the kernel: ``apply(layout, rotary_dim, conjugate, x, cos, sin, …)``
+    rotates each (x, cos, sin); the backward is the same kernel rotating the gradients back.
+
+    The custom ops carry the same formula for torch.compile; here the kernel is called without the
+    op dispatch, which costs about 100 µs per forward and backward pass.
+    """
+
+    @staticmethod
+    def forward(ctx, layout: str, rotary_dim: int, conjugate: bool, *flat: torch.Tensor):
+        items = [flat[i : i + 3] for i in range(0, len(flat), 3)]  # (x, cos, sin) each
+        outs = tuple(torch.empty_like(x) for x, _, _ in items)
+        _launch(
+            [(x, out, c, s) for (x, c, s), out in zip(items, outs, strict=True)],
+            layout,
+            rotary_dim,
+            conjugate,
+        )
+        ctx.save_for_backward(*(t for _, c, s in items for t in (c, s)))
+        ctx.rotation = layout, rotary_dim, conjugate
+        return outs
+
+    @staticmethod
+    def backward(ctx, *grads: torch.Tensor):
+        layout, rotary_dim, conjugate = ctx.rotation
+        tables = ctx.saved_tensors
+        flat = [t for i, grad in enumerate(grads) for t in (grad, tables[2 * i], tables[2 * i + 1])]
+        rotated = _Rotation.apply(layout, rotary_dim, not conjugate, *flat)
+        return None, None, None, *(t for grad in rotated for t in (grad, None, None))
 
 
 def _launch(
@@ -213,13 +253,14 @@ def _native(
     nb, nh, ns, batched = geometry
     if nb * nh * ns == 0:
         return
-    suffix, angle_dtype = _KERNEL_DTYPES[x.dtype]
+    suffix, tables = _KERNEL_DTYPES[x.dtype]
+    table_dtype = cos.dtype if cos.dtype in tables and sin.dtype == cos.dtype else tables[0]
     half = rotary_dim // 2
-    cos = cos.to(angle_dtype).contiguous()  # [(b,) s, r/2]
-    sin = sin.to(angle_dtype).contiguous()
+    cos = cos.to(table_dtype).contiguous()  # [(b,) s, r/2]: read as they are where the kernel can
+    sin = sin.to(table_dtype).contiguous()
     threads = torch.get_num_threads() if x.numel() >= _PARALLEL_MIN_ELEMENTS else 1
-    kernel = getattr(lib, f"posenc_rope_{layout}_{suffix}")
-    kernel(
+    kernel = getattr(lib, f"posenc_rope_{layout}_{suffix}_{_C_NAMES[table_dtype]}")
+    failed = kernel(
         x.data_ptr(),
         out.data_ptr(),
         cos.data_ptr(),
@@ -235,6 +276,8 @@ def _native(
         int(conjugate),
         threads,
     )
+    if failed:  # it wrote nothing
+        raise MemoryError(f"the RoPE C kernel could not allocate its cos/sin tables ({threads} threads)")
 
 
 # --- the torch fallback ---------------------------------------------------------------------------
@@ -408,10 +451,11 @@ def _load(path: Path) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(path))
     pointer, index = ctypes.c_void_p, ctypes.c_int64
     for layout in ("half", "interleaved"):
-        for suffix, _ in _KERNEL_DTYPES.values():
-            kernel = getattr(lib, f"posenc_rope_{layout}_{suffix}")
-            kernel.argtypes = [pointer] * 4 + [index] * 12 + [ctypes.c_int, ctypes.c_int]
-            kernel.restype = None
+        for suffix, tables in _KERNEL_DTYPES.values():
+            for table in tables:
+                kernel = getattr(lib, f"posenc_rope_{layout}_{suffix}_{_C_NAMES[table]}")
+                kernel.argtypes = [pointer] * 4 + [index] * 12 + [ctypes.c_int, ctypes.c_int]
+                kernel.restype = ctypes.c_int
     return lib
 
 
@@ -437,17 +481,19 @@ def _self_test(lib: ctypes.CDLL) -> str:
     x[0, 0, 0] *= 1e-39  # results below float32's normal range: rounded, not flushed to zero
     x = x.to(torch.bfloat16)
     angles = torch.rand(45, 51, generator=generator, dtype=torch.float64) * 6.3
-    cos, sin = (
-        angles.cos().float(),
-        angles.sin().float(),
-    )  # rotary_dim 102 of 108: each SIMD width, tail, rest
+    cos64, sin64 = angles.cos(), angles.sin()  # rotary_dim 102 of 108: each SIMD width, a tail, a rest
+    cos, sin = cos64.float(), sin64.float()
     geometry = _native_geometry(x, x, cos)
     for layout in ("half", "interleaved"):
         for conjugate in (False, True):
             expected = _recipe(x.float(), cos, -sin if conjugate else sin, layout, 102)
             for t, want in ((x.float(), expected), (x, expected.to(torch.bfloat16))):
-                got = torch.empty_like(t)
-                _native(lib, t, got, cos, sin, layout, 102, conjugate, geometry)  # type: ignore[arg-type]
-                if not torch.equal(got, want):
-                    return f"self-test failed for {t.dtype}, layout {layout!r}, conjugate={conjugate}"
+                for tables in ((cos, sin), (cos64, sin64)):  # float64 tables: rounded once to float32
+                    got = torch.empty_like(t)
+                    _native(lib, t, got, *tables, layout, 102, conjugate, geometry)  # type: ignore[arg-type]
+                    if not torch.equal(got, want):
+                        return (
+                            f"self-test failed for {t.dtype} with {tables[0].dtype} tables, layout "
+                            f"{layout!r}, conjugate={conjugate}"
+                        )
     return ""
