@@ -29,12 +29,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc._validation import check_choice, check_positive_int
+from posenc._validation import check_positive_int
+from posenc.backends import ATTENTION, check_backend
 from posenc.encodings import PositionalEncoding, build
 from posenc.encodings.base import resolve_positions
 from posenc.kernels.alibi_cpu import relative_attention
 
-BACKENDS = ("eager", "sdpa", "flex")
+BACKENDS = ATTENTION  # the attention backends of posenc.backends' one vocabulary
 #: Scores the flex reference path holds at once (a block of queries against every key): 64 MiB in float32.
 REFERENCE_BLOCK_SCORES = 1 << 24
 
@@ -119,7 +120,7 @@ class MultiHeadAttention(nn.Module):
         if n_heads % self.n_kv_heads:
             raise ValueError(f"n_kv_heads={self.n_kv_heads} must divide n_heads={n_heads}")
         self.d_head = d_model // n_heads
-        self.backend = check_choice("backend", backend, BACKENDS)
+        self.backend = check_backend("attention", backend)
         self.causal = bool(causal)
         self.encoding = build("nope") if encoding is None else encoding
         _check_encoding(self.encoding, self.n_heads)

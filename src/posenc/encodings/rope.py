@@ -22,6 +22,20 @@ from posenc.functional.rope import LAYOUTS, apply_rope_qk, rope_cos_sin, rope_in
 CACHE_POSITIONS = 1 << 16
 
 
+def _consecutive(positions: torch.Tensor, smallest: int, largest: int) -> bool:
+    """Whether 1-d ``positions`` are smallest, smallest + 1, …, largest (a slice of a table serves them)."""
+    return (
+        positions.dim() == 1
+        and largest - smallest + 1 == positions.numel()
+        and torch.equal(positions, torch.arange(smallest, largest + 1, device=positions.device))
+    )
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two position tensors hold the same positions (no host sync under compile: False there)."""
+    return not torch.compiler.is_compiling() and a.shape == b.shape and torch.equal(a, b)
+
+
 class RotaryEncoding(PositionalEncoding):
     """RoPE (Su et al., 2021, https://arxiv.org/abs/2104.09864) with every scaling, both layouts, partial rotary.
 
@@ -167,6 +181,8 @@ class RotaryEncoding(PositionalEncoding):
             return torch.cos(angle) * self.attention_factor, torch.sin(angle) * self.attention_factor
         if largest >= self.cos_cached.shape[0]:
             self._grow(min(max(largest + 1, 2 * self.cos_cached.shape[0]), CACHE_POSITIONS))
+        if _consecutive(positions, smallest, largest):  # views of the cache, no gather
+            return self.cos_cached[smallest : largest + 1], self.sin_cached[smallest : largest + 1]
         return self.cos_cached[positions], self.sin_cached[positions]
 
     def _grow(self, length: int) -> None:
@@ -245,8 +261,12 @@ class RotaryEncoding(PositionalEncoding):
         k_positions = resolve_positions(k_positions, k, seq_dim=2)
         reference = self._xpos_reference(q_positions, k_positions, q.dtype)
         q_cos, q_sin = self._angles(q_positions, 1.0, reference)
-        k_cos, k_sin = self._angles(k_positions, -1.0, reference)
         # The dispatcher picks the kernel: Triton on CUDA, C on CPU (float32 inside, rounded once).
+        if not self.xpos and (k_positions is q_positions or _same(q_positions, k_positions)):
+            return apply_rope_qk(
+                q, k, q_cos, q_sin, layout=self.layout, rotary_dim=self.rotary_dim
+            )  # one table
+        k_cos, k_sin = self._angles(k_positions, -1.0, reference)
         return apply_rope_qk(
             q, k, q_cos, q_sin, k_cos=k_cos, k_sin=k_sin, layout=self.layout, rotary_dim=self.rotary_dim
         )
