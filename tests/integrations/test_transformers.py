@@ -327,6 +327,14 @@ def test_a_rotary_module_changed_after_it_was_built_is_refused():
     assert_refused_unchanged(model, "attention_scaling 1.25")
 
 
+@pytest.mark.parametrize("rope_type", ["default", "llama3"])
+def test_a_rotary_module_whose_inv_freq_was_replaced_is_refused(rope_type):
+    # context-extension patches overwrite inv_freq after construction; original_inv_freq keeps the config's
+    model = small_llama(*ROPE_PARAMETERS[rope_type])
+    model.model.rotary_emb.inv_freq = model.model.rotary_emb.inv_freq * 1.5
+    assert_refused_unchanged(model, "inv_freq is not the one its config gives")
+
+
 def test_a_model_cast_to_bfloat16_before_patching_gets_the_config_frequencies():
     model = small_llama(ROPE_PARAMETERS["llama3"][0], ROPE_PARAMETERS["llama3"][1]).to(torch.bfloat16)
     use_posenc_rope(model)

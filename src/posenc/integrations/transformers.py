@@ -355,6 +355,10 @@ def _reference_copy(module: nn.Module) -> nn.Module:
     return reference.float().eval()
 
 
+#: rope types whose modules overwrite inv_freq on each call (from original_inv_freq and the length).
+_FREQUENCIES_PER_CALL = ("dynamic", "longrope")
+
+
 def _check_built_from_config(module: nn.Module, reference: nn.Module) -> None:
     """ValueError unless the module still computes what its config says: the probes run on the rebuilt
     copy, so frequencies or an attention factor changed after construction must not go unseen. Its
@@ -364,17 +368,20 @@ def _check_built_from_config(module: nn.Module, reference: nn.Module) -> None:
             f"its attention_scaling {getattr(module, 'attention_scaling', None)!r} is not the "
             f"{getattr(reference, 'attention_scaling', None)!r} its config gives"
         )
-    # dynamic NTK and LongRoPE overwrite inv_freq per call and keep the config's in original_inv_freq
-    has_original = isinstance(getattr(module, "original_inv_freq", None), torch.Tensor)
-    key = "original_inv_freq" if has_original else "inv_freq"
-    own, built = getattr(module, key, None), getattr(reference, key, None)
-    if not isinstance(own, torch.Tensor) or not isinstance(built, torch.Tensor) or own.is_meta:
-        return  # nothing to compare (the probes still compare what the module returns)
-    rounding = torch.finfo(own.dtype).eps if own.is_floating_point() else 0.0
-    if own.shape != built.shape or not torch.allclose(
-        own.detach().cpu().double(), built.double(), rtol=max(rounding, 2e-7), atol=0.0
-    ):
-        raise ValueError(f"its {key} is not the one its config gives (changed after it was built)")
+    # dynamic NTK and LongRoPE overwrite inv_freq per call and keep the config's in original_inv_freq;
+    # every other type must still hold the config's in both
+    keys = ["original_inv_freq"]
+    if getattr(module, "rope_type", None) not in _FREQUENCIES_PER_CALL:
+        keys.append("inv_freq")
+    for key in keys:
+        own, built = getattr(module, key, None), getattr(reference, key, None)
+        if not isinstance(own, torch.Tensor) or not isinstance(built, torch.Tensor) or own.is_meta:
+            continue  # nothing to compare (the probes still compare what the module returns)
+        rounding = torch.finfo(own.dtype).eps if own.is_floating_point() else 0.0
+        if own.shape != built.shape or not torch.allclose(
+            own.detach().cpu().double(), built.double(), rtol=max(rounding, 2e-7), atol=0.0
+        ):
+            raise ValueError(f"its {key} is not the one its config gives (changed after it was built)")
 
 
 def _probes(config) -> list[tuple[str, torch.dtype, torch.Tensor, bool]]:
