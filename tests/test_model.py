@@ -41,6 +41,33 @@ def test_unshared_additive_encodings_leave_no_parameter_without_a_gradient(encod
     assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in shared.parameters())
 
 
+@pytest.mark.parametrize("model_class", [TransformerLM, TransformerEncoder])
+@pytest.mark.parametrize("name", posenc.available())
+def test_unshared_encodings_leave_no_parameter_without_a_gradient(name, model_class):
+    # the model's own encoding once kept T5's and Swin's original table, which no layer read
+    torch.manual_seed(0)
+    model = model_class(
+        32, d_model=16, n_layers=3, n_heads=2, encoding=name, max_len=16, share_encoding=False
+    )
+    model(torch.randint(0, 32, (2, 12))).sum().backward()
+    untrained = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum()]
+    assert untrained == []
+
+
+@pytest.mark.parametrize(
+    ("argument", "value", "error"),
+    [
+        ("d_ff", 0, ValueError),
+        ("d_ff", -1, ValueError),
+        ("d_ff", 2.5, TypeError),
+        ("share_encoding", "no", TypeError),
+    ],
+)
+def test_bad_model_arguments_are_named(argument, value, error):
+    with pytest.raises(error, match=argument):
+        TransformerLM(16, d_model=16, n_heads=2, **{argument: value})
+
+
 def test_unshared_attention_encodings_give_each_layer_its_own_trained_table():
     torch.manual_seed(0)
     model = TransformerLM(32, d_model=16, n_layers=3, n_heads=2, encoding="t5", share_encoding=False)

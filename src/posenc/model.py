@@ -12,7 +12,7 @@ import copy
 import torch
 from torch import nn
 
-from posenc._validation import check_positive_int
+from posenc._validation import check_bool, check_positive_int
 from posenc.attention import KVCache, MultiHeadAttention, continued_positions
 from posenc.encodings import PositionalEncoding, build, encoding_class
 
@@ -32,6 +32,15 @@ def check_token_ids(tokens: torch.Tensor, vocab_size: int) -> None:
     outside = tokens[(tokens < 0) | (tokens >= vocab_size)]
     if outside.numel():
         raise ValueError(f"token id {int(outside[0])} is outside the vocabulary 0 … {vocab_size - 1}")
+
+
+def _layer_encodings(encoding: PositionalEncoding, n_layers: int, share: bool) -> list[PositionalEncoding]:
+    """The encoding of each layer: the one instance for all, or (unshared, for an encoding that acts in
+    attention) the instance in the first layer and a copy in each other, so every table is trained.
+    An additive encoding acts once, on the embeddings, and is never copied."""
+    if share or not encoding.acts_in_attention:
+        return [encoding] * n_layers
+    return [encoding] + [copy.deepcopy(encoding) for _ in range(n_layers - 1)]
 
 
 class Block(nn.Module):
@@ -60,8 +69,9 @@ class TransformerLM(nn.Module):
         encoding_kwargs: overrides for the arguments built from the model's sizes.
         max_len: the longest sequence the model is built for: a learned table's size, T5's bucket range.
         share_encoding: one encoding for every layer (T5 shares its table); False gives each layer its own
-            copy of an encoding that acts inside attention (an additive one acts once, on the embeddings,
-            so it is never copied into layers where it would receive no gradient).
+            copy of an encoding that acts inside attention, the first layer holding ``self.encoding`` (an
+            additive one acts once, on the embeddings, so it is never copied into layers where it would
+            receive no gradient).
         backend: attention backend, ``"eager" | "sdpa" | "flex"``.
         causal: True for a decoder.
     """
@@ -100,23 +110,24 @@ class TransformerLM(nn.Module):
         if added >= d_model:
             raise ValueError(f"a concatenated encoding of width {added} leaves no room in d_model={d_model}")
         self.token_embedding = nn.Embedding(vocab_size, d_model - added)  # [V, d − added]
+        d_ff = 4 * d_model if d_ff is None else check_positive_int("d_ff", d_ff)
         self.blocks = nn.ModuleList(
             Block(
                 d_model,
                 n_heads,
-                d_ff or 4 * d_model,
+                d_ff,
                 MultiHeadAttention(
                     d_model,
                     n_heads,
                     n_kv_heads=n_kv_heads,
-                    encoding=encoding
-                    if share_encoding or not encoding.acts_in_attention
-                    else copy.deepcopy(encoding),
+                    encoding=layer_encoding,
                     backend=backend,
                     causal=causal,
                 ),
             )
-            for _ in range(n_layers)
+            for layer_encoding in _layer_encodings(
+                encoding, n_layers, check_bool("share_encoding", share_encoding)
+            )
         )
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
