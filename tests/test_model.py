@@ -101,3 +101,31 @@ def test_compiles_with_fullgraph_for_every_registered_encoding_forward_and_backw
     for n, p in model.named_parameters():
         if p.grad is not None:
             torch.testing.assert_close(grads[n], p.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("name", "positions", "message"),
+    [
+        ("learned", [-5, -4, -3], "positions of a learned table of max_len=16 must lie in 0 … 15"),
+        ("learned", [14, 15, 16], "positions of a learned table of max_len=16 must lie in 0 … 15"),
+        ("rope", [2**27, 2**27 + 1, 2**27 + 2], "positions must lie in 0 … 2^27 − 1"),
+        ("alibi", [2**63 - 2, 2**63 - 1, -(2**63)], "must lie within ±2^62"),
+    ],
+)
+def test_a_compiled_model_stops_on_positions_the_encoding_cannot_take(name, positions, message):
+    # compiled, the checks used to be skipped: negative positions of a learned table wrapped round
+    torch._dynamo.reset()
+    model = TransformerLM(32, d_model=16, n_layers=1, n_heads=2, encoding=name, max_len=16)
+    compiled = torch.compile(model, fullgraph=True)
+    tokens = torch.zeros(1, 3, dtype=torch.long)
+    compiled(tokens, positions=torch.tensor([0, 1, 2]))
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        compiled(tokens, positions=torch.tensor(positions))
+
+
+def test_a_compiled_model_stops_on_token_ids_outside_the_vocabulary():
+    torch._dynamo.reset()
+    compiled = torch.compile(TransformerLM(16, d_model=16, n_layers=1, n_heads=2), fullgraph=True)
+    compiled(torch.tensor([[1, 2]]))
+    with pytest.raises(RuntimeError, match=re.escape("token ids must lie in 0 … 15")):
+        compiled(torch.tensor([[1, 16]]))

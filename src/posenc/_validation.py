@@ -147,11 +147,37 @@ def as_positions(
     return positions.to(dtype=torch.int64, device=device)
 
 
+#: Positions beyond ±2^62 are refused where distances are taken: the distance of two could overflow int64.
+MAX_ABS_POSITION = 1 << 62
+
+
+def check_on_device(condition: torch.Tensor, message: str) -> None:
+    """Stop the call with ``message`` (a RuntimeError) unless every element of the bool tensor
+    ``condition`` holds, without reading it on the host: the check that compiled code makes where the
+    eager path raises a ValueError naming the value (reading the value would be a host synchronisation)."""
+    torch._assert_async(condition.all(), message)
+
+
+def check_distance_range(q_positions: torch.Tensor, k_positions: torch.Tensor) -> None:
+    """A ValueError naming the position whose distance to another could overflow int64 (under
+    torch.compile, the same check on the device)."""
+    for name, positions in (("q_positions", q_positions), ("k_positions", k_positions)):
+        message = f"{name} must lie within ±2^62 so that distances fit in int64"
+        if torch.compiler.is_compiling():
+            check_on_device(positions.abs() <= MAX_ABS_POSITION, message)
+            continue
+        outside = positions[(positions > MAX_ABS_POSITION) | (positions < -MAX_ABS_POSITION)]
+        if outside.numel():
+            raise ValueError(f"{message}, got {int(outside[0])}")
+
+
 def pair_positions(q_positions: torch.Tensor, k_positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Query and key positions checked for a bias: each ``[n]`` or ``[b, n]``, one batch size.
+    """Query and key positions checked for a bias: each ``[n]`` or ``[b, n]``, one batch size, every
+    distance representable in int64.
 
     Raises:
-        ValueError: float or empty positions, more than 2 dimensions, batch sizes that differ.
+        ValueError: float or empty positions, more than 2 dimensions, batch sizes that differ, positions
+            beyond ±2^62.
     """
     q_positions = as_positions(q_positions, name="q_positions")
     k_positions = as_positions(k_positions, name="k_positions")
@@ -163,4 +189,5 @@ def pair_positions(q_positions: torch.Tensor, k_positions: torch.Tensor) -> tupl
             f"q_positions and k_positions must have the same batch size, got {q_positions.shape[0]} "
             f"and {k_positions.shape[0]}"
         )
+    check_distance_range(q_positions, k_positions)
     return q_positions, k_positions

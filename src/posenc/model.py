@@ -12,7 +12,7 @@ import copy
 import torch
 from torch import nn
 
-from posenc._validation import check_bool, check_positive_int
+from posenc._validation import check_bool, check_on_device, check_positive_int
 from posenc.attention import KVCache, MultiHeadAttention, continued_positions
 from posenc.encodings import PositionalEncoding, build, encoding_class
 
@@ -26,9 +26,13 @@ def default_encoding_arguments(name: str, *, d_model: int, n_heads: int, max_len
 
 
 def check_token_ids(tokens: torch.Tensor, vocab_size: int) -> None:
-    """A ValueError naming the first token id outside 0 … vocab_size − 1 (or a TypeError for float ids)."""
+    """A ValueError naming the first token id outside 0 … vocab_size − 1 (or a TypeError for float ids);
+    compiled, the same check on the device."""
     if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
         raise TypeError(f"tokens must be integer ids, got dtype {tokens.dtype}")
+    if torch.compiler.is_compiling():  # reading a value would be a host sync
+        check_on_device((tokens >= 0) & (tokens < vocab_size), f"token ids must lie in 0 … {vocab_size - 1}")
+        return
     outside = tokens[(tokens < 0) | (tokens >= vocab_size)]
     if outside.numel():
         raise ValueError(f"token id {int(outside[0])} is outside the vocabulary 0 … {vocab_size - 1}")
@@ -151,8 +155,7 @@ class TransformerLM(nn.Module):
         """
         if tokens.dim() != 2:
             raise ValueError(f"tokens must have shape [b, s], got {tuple(tokens.shape)}")
-        if not torch.compiler.is_compiling():  # a host sync; compiled code bounds-checks the lookup itself
-            check_token_ids(tokens, self.vocab_size)
+        check_token_ids(tokens, self.vocab_size)
         x = self.token_embedding(tokens)  # [b, s, d − added]
         positions = continued_positions(positions, x, caches[0] if caches else None)  # once for every layer
         x = self.encoding.embed(x, positions)  # [b, s, d]

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import posenc
+import posenc.model
 
 
 @pytest.mark.parametrize(
@@ -52,3 +53,25 @@ def test_positions_a_bias_cannot_use_are_refused_naming_them(build, positions, m
 def test_t5_refuses_bucket_settings_naming_the_value(kwargs, message):
     with pytest.raises(ValueError, match=message):
         posenc.build("t5", n_heads=2, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["alibi", "t5", "swin"])
+@pytest.mark.parametrize("backend", ["eager", "sdpa", "flex"])
+def test_positions_whose_distance_overflows_int64_are_refused_on_every_backend(name, backend):
+    # on flex (and for T5 everywhere) 2^63 − 1 and −2^63 used to give the bias of distance +1
+    model = posenc.model.TransformerLM(10, d_model=16, n_heads=2, n_layers=1, encoding=name, backend=backend)
+    positions = torch.tensor([2**63 - 2, 2**63 - 1, -(2**63)])
+    with pytest.raises(ValueError, match=re.escape("must lie within ±2^62 so that distances fit in int64")):
+        model(torch.zeros(1, 3, dtype=torch.long), positions=positions)
+
+
+@pytest.mark.parametrize("name", ["alibi", "t5"])
+def test_score_mod_refuses_positions_whose_distance_overflows_int64(name):
+    encoding = posenc.build(name, n_heads=2)
+    with pytest.raises(ValueError, match=re.escape("k_positions must lie within ±2^62")):
+        encoding.score_mod(q_positions=torch.tensor([0]), k_positions=torch.tensor([-(2**63)]))
+
+
+def test_score_mod_takes_both_position_tensors_or_neither():
+    with pytest.raises(ValueError, match="q_positions and k_positions together"):
+        posenc.build("alibi", n_heads=2).score_mod(q_positions=torch.arange(3))

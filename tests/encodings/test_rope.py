@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 import torch._dynamo.testing
@@ -253,3 +255,24 @@ def test_far_positions_are_computed_without_caching_every_position_before_them()
     expected_cos, expected_sin = rope_cos_sin(positions, rope.inv_freq, dtype=torch.float64)
     torch.testing.assert_close(cos, expected_cos, rtol=0, atol=1e-15)
     torch.testing.assert_close(sin, expected_sin, rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize(("dtype", "span"), [(torch.float16, 20000), (torch.bfloat16, 80000)])
+def test_xpos_under_compile_stops_a_call_too_wide_for_the_dtype(dtype, span):
+    # compiled, the range check used to be skipped and the logits came back inf or NaN without a word
+    torch._dynamo.reset()
+    rope = RotaryEncoding(16, xpos=True)
+    rotate = torch.compile(lambda q, k, p: rope.rotate(q, k, p, p), fullgraph=True)
+    x = torch.ones(1, 1, span, 16, dtype=dtype)
+    with pytest.raises(RuntimeError, match="xPos cannot scale a call's queries or keys"):
+        rotate(x, x, torch.arange(span))
+
+
+def test_positions_beyond_the_exact_range_are_stopped_under_compile():
+    torch._dynamo.reset()
+    rope = RotaryEncoding(16)
+    rotate = torch.compile(lambda q, k, p: rope.rotate(q, k, p, p), fullgraph=True)
+    x = torch.ones(1, 1, 2, 16)
+    assert torch.isfinite(rotate(x, x, torch.tensor([0, 2**27 - 1]))[0]).all()
+    with pytest.raises(RuntimeError, match=re.escape("positions must lie in 0 … 2^27 − 1")):
+        rotate(x, x, torch.tensor([-3, 2**27]))

@@ -12,7 +12,13 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from posenc._validation import as_positions, check_positive_float, check_positive_int, pair_positions
+from posenc._validation import (
+    as_positions,
+    check_on_device,
+    check_positive_float,
+    check_positive_int,
+    pair_positions,
+)
 from posenc.encodings.base import PositionalEncoding, SeedRow
 from posenc.functional.alibi import alibi_bias, alibi_scores, alibi_slopes
 from posenc.functional.relative import swin_relative_index, swin_table_size, t5_relative_bucket
@@ -50,6 +56,10 @@ class BiasEncoding(PositionalEncoding):
         Query/key positions are ``q_positions[q_idx]`` (or ``[b, q_idx]``) when given, else
         ``q_idx + q_offset`` (a KV-cache offset); the same for keys.
         """
+        if q_positions is not None and k_positions is not None:
+            q_positions, k_positions = self._checked(q_positions, k_positions)
+        elif q_positions is not None or k_positions is not None:
+            raise ValueError("score_mod takes q_positions and k_positions together, or neither (offsets)")
         q_position, k_position = _positions(q_positions, q_offset), _positions(k_positions, kv_offset)
 
         def score_mod(score, b, h, q_idx, kv_idx):
@@ -62,6 +72,10 @@ class BiasEncoding(PositionalEncoding):
     ) -> torch.Tensor:
         """The bias for one (query position, key position, head); tensor ops only (runs under vmap)."""
         raise NotImplementedError
+
+    def _checked(self, q_positions, k_positions) -> tuple[torch.Tensor, torch.Tensor]:
+        """Query and key positions this bias can take (``pair_positions``' checks: shapes, int64 distances)."""
+        return pair_positions(q_positions, k_positions)
 
 
 class ALiBi(BiasEncoding):
@@ -296,20 +310,23 @@ class SwinRelativeBias(BiasEncoding):
         return table.T.reshape(self.n_heads, 2 * height - 1, 2 * width - 1)
 
     def _check(self, positions: torch.Tensor) -> torch.Tensor:
-        positions = as_positions(positions)
-        if torch.compiler.is_compiling():  # a host sync; the compiled lookup bounds-checks itself
-            return positions
         tokens = self.relative_index.shape[0]
+        message = f"Swin positions are token indices 0 … {tokens - 1} of a {self.window} window"
+        if torch.compiler.is_compiling():  # reading a value would be a host sync
+            check_on_device((positions >= 0) & (positions < tokens), message)
+            return positions
         if int(positions.min()) < 0 or int(positions.max()) >= tokens:
             raise ValueError(
-                f"Swin positions are token indices 0 … {tokens - 1} of a {self.window} window, "
-                f"got {int(positions.min()) if int(positions.min()) < 0 else int(positions.max())}"
+                f"{message}, got {int(positions.min()) if int(positions.min()) < 0 else int(positions.max())}"
             )
         return positions
 
-    def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
+    def _checked(self, q_positions, k_positions) -> tuple[torch.Tensor, torch.Tensor]:
         q_positions, k_positions = pair_positions(q_positions, k_positions)
-        q_positions, k_positions = self._check(q_positions), self._check(k_positions)
+        return self._check(q_positions), self._check(k_positions)
+
+    def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
+        q_positions, k_positions = self._checked(q_positions, k_positions)
         index = self.relative_index[q_positions.unsqueeze(-1), k_positions.unsqueeze(-2)]  # [(b,) i, j]
         return self.table[index].movedim(-1, -3)  # [(b,) h, i, j]
 

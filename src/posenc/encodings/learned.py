@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from posenc._validation import check_choice, check_positive_float, check_positive_int
+from posenc._validation import check_choice, check_on_device, check_positive_float, check_positive_int
 from posenc.encodings.additive import AdditiveEncoding
 from posenc.encodings.base import SeedRow
 
@@ -72,7 +72,11 @@ class LearnedEncoding(AdditiveEncoding):
                 nn.init.normal_(self.weight, std=self.std)
 
     def codes(self, positions: torch.Tensor) -> torch.Tensor:
-        if torch.compiler.is_compiling():  # a host sync; the compiled lookup bounds-checks itself
+        if torch.compiler.is_compiling():  # reading a value would be a host sync
+            check_on_device(
+                (positions >= 0) & (positions < self.max_len),
+                f"positions of a learned table of max_len={self.max_len} must lie in 0 … {self.max_len - 1}",
+            )
             return self.weight[positions]
         smallest, largest = int(positions.min()), int(positions.max())
         if smallest < 0:

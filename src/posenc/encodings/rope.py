@@ -11,12 +11,13 @@ from posenc._validation import (
     check_choice,
     check_even_positive_int,
     check_float_tensor,
+    check_on_device,
     check_positive_float,
     check_positive_int,
 )
 from posenc.encodings.base import PositionalEncoding, SeedRow, resolve_positions
 from posenc.functional.angles import MAX_POSITION, reduced_angles_unchecked, split_frequencies
-from posenc.functional.rope import LAYOUTS, apply_rope_qk, rope_cos_sin, rope_inv_freq, xpos_scale, xpos_zeta
+from posenc.functional.rope import LAYOUTS, XPOS_GAMMA, apply_rope_qk, rope_cos_sin, rope_inv_freq, xpos_scale
 
 #: Positions below this are served from a float64 cos/sin cache grown on demand; others computed.
 CACHE_POSITIONS = 1 << 16
@@ -160,6 +161,9 @@ class RotaryEncoding(PositionalEncoding):
                     "it runs eagerly but not inside torch.compile (use a static scaling there)"
                 )
             # Tensor ops only: no cache growth (a host sync) inside a compiled graph.
+            check_on_device(
+                (positions >= 0) & (positions < MAX_POSITION), "positions must lie in 0 … 2^27 − 1"
+            )
             angle = reduced_angles_unchecked(positions, self.inv_freq_pieces)
             return torch.cos(angle) * self.attention_factor, torch.sin(angle) * self.attention_factor
         smallest, largest = int(positions.min()), int(positions.max())
@@ -220,10 +224,18 @@ class RotaryEncoding(PositionalEncoding):
             return None
         low, high = q_positions.amin(dim=-1, keepdim=True), q_positions.amax(dim=-1, keepdim=True)
         reference = (low + high) // 2  # [1] or [b, 1], an integer: offsets stay exact
-        if torch.compiler.is_compiling():
-            return reference
-        reach = 0.5 * math.log(torch.finfo(dtype).max) / -math.log(float(xpos_zeta(self.rotary_dim)[0]))
+        # the smallest ζ_k is ζ_0 = γ/(1 + γ) (γ = 0.4), a host constant: no tensor read under compile
+        zeta_0 = XPOS_GAMMA / (1 + XPOS_GAMMA)
+        reach = 0.5 * math.log(torch.finfo(dtype).max) / -math.log(zeta_0)
         allowed = int(reach * self.xpos_scale_base)  # the largest offset from the reference
+        if torch.compiler.is_compiling():  # reading a value would be a host sync
+            check_on_device(
+                torch.cat(((reference - q_positions).flatten(), (k_positions - reference).flatten()))
+                <= allowed,
+                f"xPos cannot scale a call's queries or keys more than {allowed} positions from the centre of "
+                f"its queries in {dtype}; rotate at most {2 * allowed} consecutive positions per call",
+            )
+            return reference
         for name, offsets in (("query", reference - q_positions), ("key", k_positions - reference)):
             if int(offsets.max()) > allowed:
                 raise ValueError(

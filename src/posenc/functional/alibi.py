@@ -23,7 +23,14 @@ from collections.abc import Iterable
 
 import torch
 
-from posenc._validation import check_int, check_positive_float, check_positive_int, pair_positions
+from posenc._validation import (  # noqa: F401  (MAX_ABS_POSITION, check_distance_range: re-exported)
+    MAX_ABS_POSITION,
+    check_distance_range,
+    check_int,
+    check_positive_float,
+    check_positive_int,
+    pair_positions,
+)
 
 #: The paper's slope exponent: the slopes of n heads span 2^(−8/n) … 2^(−8).
 PAPER_BIAS_MAX = 8.0
@@ -94,23 +101,6 @@ def _head_slopes(slopes: torch.Tensor | int, bias_max: float | None) -> torch.Te
     return alibi_slopes(n_heads, bias_max=bias_max)
 
 
-#: Positions beyond ±2^62 are refused: the distance of two of them could overflow int64.
-MAX_ABS_POSITION = 1 << 62
-
-
-def check_distance_range(q_positions: torch.Tensor, k_positions: torch.Tensor) -> None:
-    """A ValueError naming the position whose distance to another could overflow int64 (eager only:
-    under torch.compile it would be a host synchronisation)."""
-    if torch.compiler.is_compiling():
-        return
-    for name, positions in (("q_positions", q_positions), ("k_positions", k_positions)):
-        outside = positions[(positions > MAX_ABS_POSITION) | (positions < -MAX_ABS_POSITION)]
-        if outside.numel():
-            raise ValueError(
-                f"{name} must lie within ±2^62 so that distances fit in int64, got {int(outside[0])}"
-            )
-
-
 def alibi_bias(
     q_positions: int | torch.Tensor | Iterable[int],
     k_positions: int | torch.Tensor | Iterable[int],
@@ -149,8 +139,7 @@ def alibi_bias(
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ValueError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
     m = _head_slopes(slopes, bias_max)  # [h] float64
-    q, k = pair_positions(q_positions, k_positions)
-    check_distance_range(q, k)
+    q, k = pair_positions(q_positions, k_positions)  # distances checked to fit in int64
     relative = (k.unsqueeze(-2) - q.unsqueeze(-1)).unsqueeze(-3)  # [1, i, j] or [b, 1, i, j]: j − i, exact
     bias = alibi_scores(relative, m.to(q.device)[:, None, None], symmetric=symmetric)  # [(b,) h, i, j]
     return bias.to(dtype)

@@ -720,7 +720,11 @@ def permute_qk_weight(
     return heads[:, permutation.to(weight.device)].reshape(weight.shape)
 
 
-def xpos_zeta(rotary_dim: int, gamma: float = 0.4) -> torch.Tensor:
+#: xPos's γ (Sun et al., 2022): ζ_k = (2k/r + γ)/(1 + γ).
+XPOS_GAMMA = 0.4
+
+
+def xpos_zeta(rotary_dim: int, gamma: float = XPOS_GAMMA) -> torch.Tensor:
     """xPos's per-pair decay base ζ_k = (2k/r + γ)/(1 + γ), float64 ``[r/2]``, each in (0, 1)."""
     return (_exponents(check_even_positive_int("rotary_dim", rotary_dim)) + gamma) / (1 + gamma)
 
@@ -729,7 +733,7 @@ def xpos_scale(
     positions: torch.Tensor | int,
     rotary_dim: int,
     *,
-    gamma: float = 0.4,
+    gamma: float = XPOS_GAMMA,
     scale_base: float = 512.0,
     reference: torch.Tensor | int = 0,
 ) -> torch.Tensor:
