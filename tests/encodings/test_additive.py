@@ -175,3 +175,9 @@ def test_an_empty_sequence_is_refused_naming_its_shape(name):
     encoding = posenc.build(name, **({"max_len": 8, "d_model": 8} if name == "learned" else {"d_model": 8}))
     with pytest.raises(ValueError, match=r"x must have shape \[b, s, d\] with s ≥ 1, got \(1, 0, 8\)"):
         encoding.embed(torch.ones(1, 0, 8))
+
+
+def test_learned_codes_of_no_positions_are_an_empty_table():
+    # an empty position tensor used to fail inside torch.min
+    learned = posenc.build("learned", max_len=8, d_model=4)
+    assert learned.codes(torch.zeros(0, dtype=torch.long)).shape == (0, 4)

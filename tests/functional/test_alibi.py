@@ -232,7 +232,7 @@ def test_slopes_tensor_of_any_real_dtype_is_used_as_float64():
             ValueError,
             "q_positions and k_positions must have the same batch size, got 2 and 3",
         ),
-        (lambda: alibi_bias(4, 4, 2, dtype=torch.int64), ValueError, "dtype must be a floating-point"),
+        (lambda: alibi_bias(4, 4, 2, dtype=torch.int64), TypeError, "dtype must be a floating-point"),
         (
             lambda: alibi_bias(4, 4, torch.tensor([0.5, float("inf")])),
             ValueError,

@@ -404,6 +404,33 @@ def test_rope_cos_sin_refuses_a_non_float_output_dtype(dtype):
         rope_cos_sin(4, rope_inv_freq(8)[0], dtype=dtype)
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, torch.complex64])
+def test_rope_cos_sin_refuses_non_float_frequencies_naming_the_dtype(dtype):
+    # a complex inv_freq used to lose its imaginary part with only a warning
+    with pytest.raises(TypeError, match=f"inv_freq must be a floating-point tensor, got dtype {dtype}"):
+        rope_cos_sin(4, torch.ones(4).to(dtype))
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "message"),
+    [
+        (float("nan"), ValueError, "attention_factor must be positive and finite, got nan"),
+        (0.0, ValueError, "attention_factor must be positive and finite, got 0.0"),
+        ("2", TypeError, "attention_factor must be a real number, got '2'"),
+    ],
+)
+def test_rope_cos_sin_refuses_a_bad_attention_factor_naming_it(value, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        rope_cos_sin(4, rope_inv_freq(8)[0], attention_factor=value)
+
+
+def test_yarn_refuses_a_factor_below_one():
+    with pytest.raises(
+        ValueError, match="yarn's factor is the context extension and must be at least 1, got factor=0.5"
+    ):
+        rope_inv_freq(8, scaling="yarn", factor=0.5, original_max_position_embeddings=64)
+
+
 @pytest.mark.parametrize("backend", ["auto", "eager", "native", "reference", "cpu"])
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
 def test_every_cpu_backend_gives_the_reference_result_in_float32(backend, layout):

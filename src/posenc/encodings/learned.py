@@ -78,6 +78,8 @@ class LearnedEncoding(AdditiveEncoding):
                 f"positions of a learned table of max_len={self.max_len} must lie in 0 … {self.max_len - 1}",
             )
             return self.weight[positions]
+        if positions.numel() == 0:
+            return self.weight[positions]  # [..., 0, d_model]: no position to check
         smallest, largest = int(positions.min()), int(positions.max())
         if smallest < 0:
             raise ValueError(f"positions must be non-negative for a learned table, got {smallest}")

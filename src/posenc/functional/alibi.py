@@ -26,6 +26,7 @@ import torch
 from posenc._validation import (  # noqa: F401  (MAX_ABS_POSITION, check_distance_range: re-exported)
     MAX_ABS_POSITION,
     check_distance_range,
+    check_float_dtype,
     check_int,
     check_positive_float,
     check_positive_int,
@@ -133,11 +134,10 @@ def alibi_bias(
 
     Raises:
         ValueError: float, empty or >2-d positions, batch sizes that differ, ``bias_max`` together with a
-            slopes tensor, a slopes tensor that is not 1-d, a non-positive head count, a non-float dtype.
-        TypeError: ``slopes`` neither a tensor nor an int.
+            slopes tensor, a slopes tensor that is not 1-d, a non-positive head count.
+        TypeError: ``slopes`` neither a tensor nor an int; a non-float dtype.
     """
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise ValueError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
+    check_float_dtype("dtype", dtype)
     m = _head_slopes(slopes, bias_max)  # [h] float64
     q, k = pair_positions(q_positions, k_positions)  # distances checked to fit in int64
     relative = (k.unsqueeze(-2) - q.unsqueeze(-1)).unsqueeze(-3)  # [1, i, j] or [b, 1, i, j]: j − i, exact

@@ -287,6 +287,10 @@ def _checked_scaling_args(scaling: str, rotary_dim: int, scaling_args: dict) -> 
             f"yarn's beta_fast must exceed beta_slow, got beta_fast={merged['beta_fast']} "
             f"and beta_slow={merged['beta_slow']}"
         )
+    if scaling == "yarn" and merged["factor"] < 1:
+        raise ValueError(
+            f"yarn's factor is the context extension and must be at least 1, got factor={merged['factor']}"
+        )
     if scaling == "llama3" and merged["high_freq_factor"] <= merged["low_freq_factor"]:
         raise ValueError(
             f"llama3's high_freq_factor must exceed low_freq_factor, got high_freq_factor="
@@ -313,11 +317,18 @@ def rope_cos_sin(
 
     Returns:
         ``(cos, sin)``, each ``[..., s, r/2]`` in ``dtype``.
+
+    Raises:
+        ValueError: non-integer positions, ``inv_freq`` not 1-d, an attention factor that is not
+            positive and finite.
+        TypeError: a non-float ``dtype`` or ``inv_freq`` (integer, bool or complex).
     """
     positions = as_positions(positions)
     check_float_dtype("dtype", dtype)
     if not isinstance(inv_freq, torch.Tensor) or inv_freq.dim() != 1:
         raise ValueError(f"inv_freq must be a 1-d tensor [r/2], got {getattr(inv_freq, 'shape', inv_freq)}")
+    check_float_tensor("inv_freq", inv_freq)
+    attention_factor = check_positive_float("attention_factor", attention_factor)
     cos, sin = exact_cos_sin(positions, split_frequencies(inv_freq.to(torch.float64)))  # [..., r/2] float64
     if attention_factor != 1.0:
         cos, sin = cos * attention_factor, sin * attention_factor

@@ -15,6 +15,7 @@ import torch
 from posenc._validation import (
     as_positions,
     check_choice,
+    check_float_dtype,
     check_even_positive_int,
     check_positive_float,
 )
@@ -68,12 +69,12 @@ def sinusoidal_table(
     Raises:
         ValueError: odd or non-positive ``d_model``, non-positive length or ``base``,
             non-integer positions, unknown ``layout``.
+        TypeError: a non-float ``dtype``.
     """
     d_model = check_even_positive_int("d_model", d_model)
     base = check_positive_float("base", base)
     layout = check_choice("layout", layout, LAYOUTS)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise ValueError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
+    check_float_dtype("dtype", dtype)
     positions = as_positions(positions_or_length)
     cos, sin = exact_cos_sin(positions, sinusoidal_frequency_pieces(d_model, base))  # [..., d/2] each
     table = torch.stack((sin, cos), dim=-1).flatten(-2).to(dtype)  # [..., d], sin at 2k, cos at 2k+1
