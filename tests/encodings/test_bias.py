@@ -75,3 +75,21 @@ def test_score_mod_refuses_positions_whose_distance_overflows_int64(name):
 def test_score_mod_takes_both_position_tensors_or_neither():
     with pytest.raises(ValueError, match="q_positions and k_positions together"):
         posenc.build("alibi", n_heads=2).score_mod(q_positions=torch.arange(3))
+
+
+@pytest.mark.parametrize("window", [2, (2, 2), (1, 5), (3, 2)])
+def test_small_swin_windows_offer_translations_inside_the_window(window):
+    # window 2 used to offer shift 1, which wraps a row, and properties() crashed on it
+    swin = posenc.build("swin", n_heads=2, window=window)
+    positions, shifts = swin.translations(8)
+    rows, cols = swin.window_shape
+    assert shifts
+    for shift in shifts:
+        moved = positions + shift
+        assert (moved // cols == positions // cols + shift // cols).all()  # no row wraps
+        assert int(moved.max()) < rows * cols
+
+
+def test_a_one_token_swin_window_has_no_translation():
+    with pytest.raises(ValueError, match="a 1×1 Swin window leaves no room to shift a token"):
+        posenc.build("swin", n_heads=2, window=1).translations(8)

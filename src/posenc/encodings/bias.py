@@ -289,10 +289,17 @@ class SwinRelativeBias(BiasEncoding):
         """
         rows, cols = self.window_shape
         length = cols // 2 + 1
+
+        def inside(shift: int) -> bool:
+            return 0 < shift and shift % cols <= cols - length and shift // cols < rows
+
         if shifts is None:
-            shifts = (1, cols - length, cols, (rows - 1) * cols + cols - length)
+            candidates = (1, cols - length, cols, (rows - 1) * cols + cols - length)
+            shifts = tuple(dict.fromkeys(shift for shift in candidates if inside(shift)))
+            if not shifts:
+                raise ValueError(f"a {rows}×{cols} Swin window leaves no room to shift a token")
         for shift in shifts:
-            if not 0 <= shift % cols <= cols - length or shift // cols >= rows:
+            if not (shift == 0 or inside(shift)):
                 raise ValueError(
                     f"shift {shift} is not a translation of tokens 0 … {length - 1} inside a "
                     f"{rows}×{cols} Swin window (a row would wrap or leave the window)"
