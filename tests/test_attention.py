@@ -238,9 +238,9 @@ def test_sdpa_reads_distance_only_biases_from_one_table_at_consecutive_positions
     import posenc.attention as attention_module
 
     calls = []
-    original = attention_module.relative_attention
+    original = attention_module.per_distance_attention
     monkeypatch.setattr(
-        attention_module, "relative_attention", lambda *a, **k: calls.append(1) or original(*a, **k)
+        attention_module, "per_distance_attention", lambda *a, **k: calls.append(1) or original(*a, **k)
     )
     model = make_model(encoding, backend="sdpa")
     x = tokens()

@@ -33,7 +33,7 @@ from posenc._validation import check_positive_int
 from posenc.backends import ATTENTION, check_backend
 from posenc.encodings import PositionalEncoding, build
 from posenc.encodings.base import resolve_positions
-from posenc.kernels.alibi_cpu import relative_attention
+from posenc.kernels.per_distance import per_distance_attention
 
 BACKENDS = ATTENTION  # the attention backends of posenc.backends' one vocabulary
 #: Scores the flex reference path holds at once (a block of queries against every key): 64 MiB in float32.
@@ -182,8 +182,8 @@ class MultiHeadAttention(nn.Module):
             return self._flex(q, k, v, q_positions, k_positions, terms)
         if self.backend == "sdpa" and terms is None and self._per_distance(q, k, q_positions, k_positions):
             # A bias of i − j alone, at consecutive positions: SDPA reads it as a strided view of one
-            # per-distance table (posenc.kernels.alibi_cpu), with no [h, i, j] tensor.
-            return relative_attention(q, k, v, self.encoding.distance_bias, causal=self.causal)
+            # per-distance table (posenc.kernels.per_distance), with no [h, i, j] tensor.
+            return per_distance_attention(q, k, v, self.encoding.distance_bias, causal=self.causal)
         bias = _sum(self.encoding.bias(q_positions, k_positions), terms)  # [(b,) h, i, j] or None
         mask = self._mask(q.shape[2], k.shape[2], q.device)  # [i, j] bool or None
         if self.backend == "sdpa":

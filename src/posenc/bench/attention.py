@@ -51,7 +51,8 @@ import torch.nn.functional as F
 from posenc.bench.harness import time_alternating
 from posenc.bench.rope import peak_extra_mib, require_cuda, steady_malloc, time_on_device
 from posenc.encodings.bias import ALiBi, T5RelativeBias
-from posenc.kernels.alibi_cpu import DEFAULT_BLOCK, alibi_attention, alibi_windows, relative_attention
+from posenc.functional.alibi import alibi_attention
+from posenc.kernels.per_distance import DEFAULT_BLOCK, decay_windows, per_distance_attention
 
 SEQ_LENS: tuple[int, ...] = (1024, 2048, 4096)
 BATCH, HEADS, D_HEAD = 1, 8, 64
@@ -81,12 +82,12 @@ CANDIDATES: dict[str, tuple[str, str]] = {
     "flex_attention + T5 score_mod": ("t5", "the same with T5RelativeBias"),
     "posenc alibi_attention": (
         "alibi",
-        "posenc.kernels.alibi_cpu.alibi_attention: bias as a strided view, query blocks, per-head windows",
+        "posenc.functional.alibi_attention: bias as a strided view, query blocks, per-head windows",
     ),
     "posenc alibi_attention, no window": ("alibi", "the same reading every key (window_tolerance=None)"),
     "posenc relative_attention, T5 table": (
         "t5",
-        "posenc.kernels.alibi_cpu.relative_attention with T5's bias per distance (no window)",
+        "posenc.kernels.per_distance.per_distance_attention with T5's distance_bias (no window)",
     ),
 }
 FOLDED = "m·j as an extra q·k channel"
@@ -101,11 +102,6 @@ def _inputs(seq_len: int, heads: int = HEADS, d_head: int = D_HEAD, batch: int =
     with torch.no_grad():
         t5.table.copy_(torch.randn(t5.table.shape, generator=generator) * T5_TABLE_STD)
     return {"q": q, "k": k, "v": v, "positions": torch.arange(seq_len), "alibi": ALiBi(heads), "t5": t5}
-
-
-def t5_distance_bias(t5: T5RelativeBias) -> Callable[[torch.Tensor], torch.Tensor]:
-    """distances i − j ``[n]`` -> T5's bias ``[h, n]`` (key − query = −(i − j))."""
-    return lambda distance: t5.table[t5.buckets(-distance)].T
 
 
 def candidates(inputs: dict, *, compile: bool = True) -> dict[str, Callable[[], torch.Tensor]]:
@@ -140,7 +136,7 @@ def candidates(inputs: dict, *, compile: bool = True) -> dict[str, Callable[[], 
         return run
 
     slopes = inputs["alibi"].slopes
-    t5_bias = t5_distance_bias(inputs["t5"])
+    t5_bias = inputs["t5"].distance_bias
     return {
         UNBIASED: lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
         "SDPA + ALiBi bias (materialised)": materialised("alibi"),
@@ -149,7 +145,7 @@ def candidates(inputs: dict, *, compile: bool = True) -> dict[str, Callable[[], 
         "flex_attention + T5 score_mod": flex("t5"),
         "posenc alibi_attention": lambda: alibi_attention(q, k, v, slopes),
         "posenc alibi_attention, no window": lambda: alibi_attention(q, k, v, slopes, window_tolerance=None),
-        "posenc relative_attention, T5 table": lambda: relative_attention(q, k, v, t5_bias),
+        "posenc relative_attention, T5 table": lambda: per_distance_attention(q, k, v, t5_bias),
     }
 
 
@@ -243,7 +239,7 @@ def _case(seq_len: int, rounds: int, compile: bool, memory: dict | None) -> tupl
     }
     case = {
         "seq_len": seq_len,
-        "windows": alibi_windows(q, k, v, slopes),
+        "windows": decay_windows(q, k, v, slopes),
         "timings": [
             {
                 **t.as_dict(),

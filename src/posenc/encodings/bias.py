@@ -20,7 +20,7 @@ from posenc._validation import (
     pair_positions,
 )
 from posenc.encodings.base import PositionalEncoding, SeedRow
-from posenc.functional.alibi import alibi_bias, alibi_scores, alibi_slopes
+from posenc.functional.alibi import alibi_bias, alibi_distance_bias, alibi_scores, alibi_slopes
 from posenc.functional.relative import swin_relative_index, swin_table_size, t5_relative_bucket
 
 
@@ -124,7 +124,7 @@ class ALiBi(BiasEncoding):
 
     def distance_bias(self, distances: torch.Tensor) -> torch.Tensor:
         """The bias at query − key distances ``[n]`` for each head, ``[h, n]`` (float64)."""
-        return alibi_scores(-distances[None, :], self.slopes[:, None], symmetric=self.symmetric)
+        return alibi_distance_bias(distances, self.slopes, symmetric=self.symmetric)
 
     def pair_bias(self, q_position, k_position, head):
         return alibi_scores(k_position - q_position, self.slopes[head], symmetric=self.symmetric)
@@ -207,10 +207,12 @@ class T5RelativeBias(BiasEncoding):
         clamped = relative_position.clamp(-self.max_distance, self.max_distance)
         return self.bucket_lookup[clamped + self.max_distance]
 
-    def values(self, relative_position: torch.Tensor) -> torch.Tensor:
-        """The bias of every head at key − query positions ``[...]``: ``[..., h]``, the one lookup that the
-        materialised bias, the per-distance table and the flex score_mod all read."""
-        return self.table[self.buckets(relative_position)]
+    def values(self, relative_position: torch.Tensor, head: torch.Tensor | None = None) -> torch.Tensor:
+        """The bias at key − query positions ``[...]``: of every head ``[..., h]``, or of ``head`` (a tensor
+        broadcasting against the positions) ``[...]``. The one lookup that the materialised bias, the
+        per-distance table and the flex score_mod all read."""
+        buckets = self.buckets(relative_position)
+        return self.table[buckets] if head is None else self.table[buckets, head]
 
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
         q_positions, k_positions = pair_positions(q_positions, k_positions)
@@ -222,7 +224,7 @@ class T5RelativeBias(BiasEncoding):
         return self.values(-distances).T
 
     def pair_bias(self, q_position, k_position, head):
-        return self.table[self.buckets(k_position - q_position), head]  # values(), one head
+        return self.values(k_position - q_position, head)
 
     def extra_repr(self) -> str:
         return (

@@ -1,6 +1,6 @@
 """Pure tensor maths: no modules, no state."""
 
-from posenc.functional.alibi import alibi_bias, alibi_slopes
+from posenc.functional.alibi import alibi_attention, alibi_bias, alibi_distance_bias, alibi_slopes
 from posenc.functional.angles import MAX_POSITION, exact_cos_sin, reduced_angles
 from posenc.functional.relative import swin_relative_index, swin_table_size, t5_relative_bucket
 from posenc.functional.rope import (
@@ -18,7 +18,9 @@ from posenc.functional.sinusoidal import sinusoidal_frequencies, sinusoidal_tabl
 __all__ = [
     "MAX_POSITION",
     "SCALINGS",
+    "alibi_attention",
     "alibi_bias",
+    "alibi_distance_bias",
     "alibi_slopes",
     "apply_rope",
     "apply_rope_qk",

@@ -19,7 +19,7 @@ Notation used for tensor shapes: b batch, h heads, i query positions, j key posi
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import torch
 
@@ -31,6 +31,12 @@ from posenc._validation import (  # noqa: F401  (MAX_ABS_POSITION, check_distanc
     check_positive_float,
     check_positive_int,
     pair_positions,
+)
+from posenc.kernels.per_distance import (
+    DEFAULT_BLOCK,
+    DEFAULT_WINDOW_TOLERANCE,
+    decay_windows,
+    per_distance_attention,
 )
 
 #: The paper's slope exponent: the slopes of n heads span 2^(−8/n) … 2^(−8).
@@ -154,3 +160,67 @@ def alibi_scores(relative: torch.Tensor, slopes: torch.Tensor, *, symmetric: boo
     """
     relative = relative.to(torch.float64)
     return slopes * (-relative.abs() if symmetric else relative)
+
+
+def alibi_distance_bias(
+    distances: torch.Tensor, slopes: torch.Tensor, *, symmetric: bool = False
+) -> torch.Tensor:
+    """ALiBi's bias at query − key distances ``[n]`` for each head: ``[h, n]`` float64 (slopes ``[h]``)."""
+    return alibi_scores(-distances[None, :], slopes.to(torch.float64)[:, None], symmetric=symmetric)
+
+
+def alibi_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    slopes: torch.Tensor | Sequence[float],
+    *,
+    causal: bool = True,
+    symmetric: bool = False,
+    scale: float | None = None,
+    block: int = DEFAULT_BLOCK,
+    window_tolerance: float | None = DEFAULT_WINDOW_TOLERANCE,
+) -> torch.Tensor:
+    """softmax(q·kᵀ·scale − m_h·(i − j) + causal mask)·v without an s×s tensor; ``[b, h, s_q, d]``.
+
+    ALiBi's bias per distance through :func:`posenc.kernels.per_distance.per_distance_attention` (a
+    strided view of one table per head), and, causal, each head reading only the keys that can change
+    its output by more than ``window_tolerance`` (:func:`posenc.kernels.per_distance.decay_windows`).
+
+    Args:
+        q: ``[b, h, s_q, d]`` queries at positions ``s_k − s_q … s_k − 1``.
+        k, v: ``[b, h_kv, s_k, d]`` keys and values at positions ``0 … s_k − 1``; h_kv divides h.
+        slopes: ``[h]`` the slope m of each head (any finite reals; the window needs m > 0).
+        causal: mask keys after each query; False attends to every key (one SDPA call).
+        symmetric: bias −m·|i − j| (bidirectional ALiBi) instead of −m·(i − j); with ``causal``
+            both are the same.
+        scale: score scale (default 1/√d, as SDPA).
+        block: query rows per SDPA call on the causal path.
+        window_tolerance: leave out, per head, keys so far that together they change no output
+            value by more than this; None or 0 reads every key.
+
+    Raises:
+        ValueError: shapes that do not fit together, s_q > s_k with ``causal``, slopes that are
+            not ``[h]`` or not finite, a non-positive ``block`` or a negative ``window_tolerance``.
+    """
+    m = _head_slopes(torch.as_tensor(slopes), None)  # [h] float64
+    if q.dim() == 4 and m.numel() != q.shape[1]:  # other shapes: the kernel's checks name them
+        raise ValueError(
+            f"slopes must be [h={q.shape[1]}] real numbers, one per query head, got shape {tuple(m.shape)}"
+        )
+    if window_tolerance is not None and not window_tolerance >= 0:
+        raise ValueError(f"window_tolerance must be ≥ 0 or None, got {window_tolerance}")
+    windows = None
+    if causal and window_tolerance:
+        windows = decay_windows(q, k, v, m, scale=scale, tolerance=window_tolerance)
+    m = m.to(q.device)
+    return per_distance_attention(
+        q,
+        k,
+        v,
+        lambda distances: alibi_distance_bias(distances, m, symmetric=symmetric),
+        causal=causal,
+        scale=scale,
+        block=block,
+        windows=windows,
+    )

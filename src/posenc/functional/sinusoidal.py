@@ -15,8 +15,8 @@ import torch
 from posenc._validation import (
     as_positions,
     check_choice,
-    check_float_dtype,
     check_even_positive_int,
+    check_float_dtype,
     check_positive_float,
 )
 from posenc.functional.angles import exact_cos_sin, split_exact

@@ -1,263 +1,36 @@
-"""Exact ALiBi (and any bias of i − j) attention on CPU at SDPA speed, with no s×s bias tensor.
+"""The per-distance attention path under its former name: see :mod:`posenc.kernels.per_distance`.
 
-softmax(q·kᵀ·scale + bias(i − j) + mask)·v, where the bias depends only on the distance i − j
-between query and key positions (ALiBi's −m·(i − j), T5's bucketed table, …).
-
-How: ``scaled_dot_product_attention``'s CPU flash kernel reads a float ``attn_mask`` row by row
-with the mask's own row stride and unit column stride. With the keys in reverse order, a bias of
-i − j sits at address ``row + column`` of a 1-d table of the bias per distance, so the mask is an
-``as_strided`` view with strides (1, 1) of a ``[h, ~s]`` table: nothing of size s×s is built and
-every value is the exact float32 rounding of the bias, as in a materialised mask. Causal attention
-runs in query blocks (default 256 rows), each against the keys up to its last query, so the work is
-that of causal SDPA plus half a block per row; the table holds −inf for keys after the query.
-
-ALiBi only: a head with slope m gives a key at distance δ the weight e^(−m·δ) relative to its
-score, and for steep slopes far keys cannot matter. :func:`alibi_windows` bounds, from the inputs,
-the distance beyond which all keys together change the output by less than ``window_tolerance``
-(default 1e-7, a hundredth of float32 attention's usual 1e-5 budget); each block of such a head
-reads only the keys within it. The bound is rigorous (Cauchy–Schwarz on q·k, see
-:func:`alibi_windows`), so large logits widen the window instead of costing accuracy.
-
-Query positions are the last ``s_q`` of the ``s_k`` key positions (as after a KV cache), the same
-alignment as :class:`posenc.attention.MultiHeadAttention`. Other position layouts (packed
-sequences, explicit positions) are not handled here.
-
-Notation used for tensor shapes: b batch, h query heads, h_kv key/value heads, s_q / s_k query /
-key length, d head width, n distances.
+``relative_attention`` is :func:`~posenc.kernels.per_distance.per_distance_attention` and
+``alibi_windows`` :func:`~posenc.kernels.per_distance.decay_windows`. ``alibi_attention``, which puts
+ALiBi's formula on that path, is :func:`posenc.functional.alibi_attention` (a kernel imports nothing
+above it, so it is not re-exported here).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+from posenc.kernels.per_distance import (
+    DEFAULT_BLOCK,
+    DEFAULT_WINDOW_TOLERANCE,
+    alibi_windows,
+    decay_windows,
+    per_distance_attention,
+    relative_attention,
+)
 
-import torch
-import torch.nn.functional as F
-
-from posenc._validation import check_positive_int
-
-#: Query rows per SDPA call on the causal path: larger blocks waste half a block per row on the
-#: masked triangle of the diagonal block, smaller ones pay more calls (128 and 256 tied, 512 was
-#: slower, in a development comparison at s = 4096, h = 8, d = 64 on 2 cores).
-DEFAULT_BLOCK = 256
-#: Largest change to any output value that leaving out keys beyond a head's window may cause.
-DEFAULT_WINDOW_TOLERANCE = 1e-7
-#: Factor on the norms in :func:`alibi_windows`, far above their rounding error (about d·2^-24 in float32).
-_NORM_MARGIN = 1 + 1e-3
-
-
-def alibi_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    slopes: torch.Tensor | Sequence[float],
-    *,
-    causal: bool = True,
-    symmetric: bool = False,
-    scale: float | None = None,
-    block: int = DEFAULT_BLOCK,
-    window_tolerance: float | None = DEFAULT_WINDOW_TOLERANCE,
-) -> torch.Tensor:
-    """softmax(q·kᵀ·scale − m_h·(i − j) + causal mask)·v without an s×s tensor; ``[b, h, s_q, d]``.
-
-    Args:
-        q: ``[b, h, s_q, d]`` queries at positions ``s_k − s_q … s_k − 1``.
-        k, v: ``[b, h_kv, s_k, d]`` keys and values at positions ``0 … s_k − 1``; h_kv divides h.
-        slopes: ``[h]`` the slope m of each head (any finite reals; the window needs m > 0).
-        causal: mask keys after each query; False attends to every key (one SDPA call).
-        symmetric: bias −m·|i − j| (bidirectional ALiBi) instead of −m·(i − j); with ``causal``
-            both are the same.
-        scale: score scale (default 1/√d, as SDPA).
-        block: query rows per SDPA call on the causal path.
-        window_tolerance: leave out, per head, keys so far that together they change no output
-            value by more than this (see :func:`alibi_windows`); None or 0 reads every key.
-
-    Raises:
-        ValueError: shapes that do not fit together, s_q > s_k with ``causal``, slopes that are
-            not ``[h]`` or not finite, a non-positive ``block`` or a negative ``window_tolerance``.
-    """
-    b, h, s_q, s_k, _ = _check_qkv(q, k, v, causal)
-    m = _check_slopes(slopes, h)  # [h] float64
-    if window_tolerance is not None and not window_tolerance >= 0:
-        raise ValueError(f"window_tolerance must be ≥ 0 or None, got {window_tolerance}")
-    windows: list[int | None] = [None] * h
-    if causal and window_tolerance:
-        windows = alibi_windows(q, k, v, m, scale=scale, tolerance=window_tolerance)
-
-    def bias(distance: torch.Tensor) -> torch.Tensor:  # [n] int64 -> [h, n] float64
-        distance = distance.to(torch.float64)
-        return -m[:, None] * (distance.abs() if symmetric else distance)[None, :]
-
-    return relative_attention(q, k, v, bias, causal=causal, scale=scale, block=block, windows=windows)
+__all__ = [
+    "DEFAULT_BLOCK",
+    "DEFAULT_WINDOW_TOLERANCE",
+    "alibi_windows",
+    "decay_windows",
+    "per_distance_attention",
+    "relative_attention",
+]
 
 
-def relative_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    bias: Callable[[torch.Tensor], torch.Tensor],
-    *,
-    causal: bool = True,
-    scale: float | None = None,
-    block: int = DEFAULT_BLOCK,
-    windows: Sequence[int | None] | None = None,
-) -> torch.Tensor:
-    """softmax(q·kᵀ·scale + bias(i − j) + causal mask)·v for any bias of the distance; ``[b, h, s_q, d]``.
-
-    Args:
-        q, k, v: as :func:`alibi_attention`.
-        bias: distances i − j ``[n]`` (int64) -> the bias of each head ``[h, n]`` (any float dtype;
-            rounded once to q's dtype).
-        causal: mask keys after each query.
-        scale: score scale (default 1/√d).
-        block: query rows per SDPA call on the causal path.
-        windows: per head, the largest distance whose keys must be read (None: all); causal only.
-            Keys further away are left out, so this is exact only where their weight is nil.
-    """
-    b, h, s_q, s_k, groups = _check_qkv(q, k, v, causal)
-    block = check_positive_int("block", block)
-    windows = [None] * h if windows is None else list(windows)
-    if len(windows) != h:
-        raise ValueError(f"windows must give one entry per head ({h}), got {len(windows)}")
-    if not causal and any(w is not None for w in windows):
-        raise ValueError("windows apply to causal attention only; pass causal=True or windows=None")
-    k_rev, v_rev = k.flip(2), v.flip(2)  # [b, h_kv, s_k, d]: key j at row s_k − 1 − j
-    if groups > 1:
-        k_rev, v_rev = k_rev.repeat_interleave(groups, dim=1), v_rev.repeat_interleave(groups, dim=1)
-
-    rows = min(block, s_q) if causal else s_q
-    first = -(rows - 1)  # smallest distance a call sees (the first key row of its last query)
-    distances = torch.arange(first, s_k, device=q.device)  # [n]: −(rows − 1) … s_k − 1
-    table = bias(distances)  # [h, n]
-    if table.shape != (h, distances.numel()):
-        raise ValueError(
-            f"bias must map {distances.numel()} distances to [h={h}, {distances.numel()}], "
-            f"got shape {tuple(table.shape)}"
+def __getattr__(name: str):
+    if name == "alibi_attention":
+        raise AttributeError(
+            "posenc.kernels.alibi_cpu.alibi_attention moved to posenc.functional.alibi_attention "
+            "(ALiBi's formula lives in posenc.functional; kernels import nothing above them)"
         )
-    table = table.to(q.dtype)
-    if causal:
-        table[:, : rows - 1] = float("-inf")  # keys after the query
-    table = table.contiguous()  # [h, n]; entry t holds the bias at distance t + first
-
-    if not causal:
-        return F.scaled_dot_product_attention(
-            q, k_rev, v_rev, attn_mask=_toeplitz(table, 0, h, s_q, s_k, rows), scale=scale
-        )
-    out = q.new_empty(b, h, s_q, v.shape[-1])  # [b, h, s_q, d_v]
-    offset = s_k - s_q  # position of query row 0
-    for h0, h1, window in _head_groups(windows, s_k):
-        for start in range(0, s_q, rows):
-            count = min(rows, s_q - start)
-            end = offset + start + count  # one past the last key any of these queries sees
-            first_key = 0 if window is None else max(0, offset + start - window)
-            keys = slice(s_k - end, s_k - first_key)  # reversed rows of keys first_key … end − 1
-            mask = _toeplitz(table, h0, h1 - h0, count, end - first_key, rows)  # [1, h', count, keys]
-            out[:, h0:h1, start : start + count] = F.scaled_dot_product_attention(
-                q[:, h0:h1, start : start + count],
-                k_rev[:, h0:h1, keys],
-                v_rev[:, h0:h1, keys],
-                attn_mask=mask,
-                scale=scale,
-            )
-    return out
-
-
-def alibi_windows(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    slopes: torch.Tensor | Sequence[float],
-    *,
-    scale: float | None = None,
-    tolerance: float = DEFAULT_WINDOW_TOLERANCE,
-) -> list[int | None]:
-    """Per head, a distance W such that keys further than W from a query change its output by ≤ tolerance.
-
-    For query i the kept keys include its own (bias 0), so with ε the weight of the keys left out
-    relative to the kept ones, |output change| ≤ 2·max|v|·ε, and
-
-        ε ≤ Σ_{δ>W} e^(s_ij − s_ii − m·δ) ≤ e^(2R) · e^(−m(W+1)) / (1 − e^(−m)),
-
-    where s = q·k·scale and R = scale·max|q_i|·max|k_j| (Euclidean norms over the head, all
-    batch rows) bounds |s_ij|. W is the smallest integer making 2·max|v|·ε ≤ tolerance. A head
-    gets None (read every key) for a slope ≤ 0, non-finite inputs, or W ≥ s_k − 1.
-    """
-    b, h, s_q, s_k, groups = _check_qkv(q, k, v, causal=True)
-    m = _check_slopes(slopes, h).tolist()
-    tolerance = float(tolerance)
-    if not tolerance > 0:
-        raise ValueError(f"tolerance must be positive, got {tolerance}")
-    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    wide = torch.promote_types(q.dtype, torch.float32)
-    with torch.no_grad():  # norms in float32 (or wider), then widened far beyond their rounding error
-        q_norm = torch.linalg.vector_norm(q.detach(), dim=-1, dtype=wide).amax(dim=(0, 2)).tolist()  # [h]
-        k_norm = torch.linalg.vector_norm(k.detach(), dim=-1, dtype=wide).amax(dim=(0, 2)).tolist()  # [h_kv]
-        v_max = v.detach().abs().amax(dim=(0, 2, 3)).tolist()  # [h_kv]
-    q_norm, k_norm = [x * _NORM_MARGIN for x in q_norm], [x * _NORM_MARGIN for x in k_norm]
-    windows: list[int | None] = []
-    for head in range(h):
-        slope, kv = m[head], head // groups
-        reach = 2 * abs(scale) * q_norm[head] * k_norm[kv]  # ≥ s_ij − s_ii
-        if not (slope > 0 and math.isfinite(reach) and math.isfinite(v_max[kv])):
-            windows.append(None)
-            continue
-        if v_max[kv] == 0:
-            windows.append(0)
-            continue
-        log_excess = reach + math.log(2 * v_max[kv] / tolerance) - math.log(-math.expm1(-slope))
-        window = max(0, math.ceil(log_excess / slope) - 1)
-        windows.append(None if window >= s_k - 1 else window)
-    return windows
-
-
-def _toeplitz(table: torch.Tensor, head: int, heads: int, rows: int, cols: int, block: int) -> torch.Tensor:
-    """``[1, heads, rows, cols]`` view of ``table`` ``[h, n]`` with mask[r, c] = table[head, r + c + block − rows].
-
-    With keys reversed, column c of a call whose last query sees key row 0 is at distance
-    r + c − (rows − 1) from query row r, stored at table index r + c − (rows − 1) + (block − 1).
-    """
-    start = table.storage_offset() + head * table.stride(0) + (block - rows)
-    return table.as_strided((1, heads, rows, cols), (0, table.stride(0), 1, 1), start)
-
-
-def _head_groups(windows: list[int | None], s_k: int) -> list[tuple[int, int, int | None]]:
-    """Runs of adjacent heads with the same window: (first head, one past the last, window)."""
-    groups: list[tuple[int, int, int | None]] = []
-    for head, window in enumerate(windows):
-        window = None if window is None or window >= s_k - 1 else int(window)
-        if groups and groups[-1][2] == window:
-            groups[-1] = (groups[-1][0], head + 1, window)
-        else:
-            groups.append((head, head + 1, window))
-    return groups
-
-
-def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> tuple[int, ...]:
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor) or t.dim() != 4:
-            raise ValueError(f"{name} must be a 4-d tensor [b, heads, s, d], got {getattr(t, 'shape', t)!r}")
-        if not t.dtype.is_floating_point:
-            raise ValueError(f"{name} must be floating point, got dtype {t.dtype}")
-    b, h, s_q, d = q.shape
-    if k.shape[:3] != v.shape[:3] or k.shape[0] != b or k.shape[-1] != d:
-        raise ValueError(
-            f"k and v must be [b={b}, h_kv, s_k, ·] with k's last dim d={d}, got {tuple(k.shape)} and {tuple(v.shape)}"
-        )
-    h_kv, s_k = k.shape[1], k.shape[2]
-    if h % h_kv:
-        raise ValueError(f"key/value heads h_kv={h_kv} must divide query heads h={h}")
-    if causal and s_q > s_k:
-        raise ValueError(f"causal attention needs s_q ≤ s_k (queries are the last keys), got {s_q} > {s_k}")
-    if min(s_q, s_k) == 0:
-        raise ValueError(f"sequences must not be empty, got s_q={s_q}, s_k={s_k}")
-    return b, h, s_q, s_k, h // h_kv
-
-
-def _check_slopes(slopes: torch.Tensor | Sequence[float], h: int) -> torch.Tensor:
-    m = torch.as_tensor(slopes.detach() if isinstance(slopes, torch.Tensor) else slopes)
-    if m.dim() != 1 or m.numel() != h or m.dtype.is_complex or m.dtype == torch.bool:
-        raise ValueError(f"slopes must be [h={h}] real numbers, got shape {tuple(m.shape)} dtype {m.dtype}")
-    m = m.to(torch.float64).cpu()
-    if not torch.isfinite(m).all():
-        raise ValueError(f"slopes must be finite, got {m.tolist()}")
-    return m
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

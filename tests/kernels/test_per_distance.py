@@ -1,4 +1,4 @@
-"""The strided-bias CPU attention gives softmax(q·kᵀ/√d + bias + mask)·v to 1e-5 of a float64 reference."""
+"""The per-distance CPU attention (and ALiBi on it) gives softmax(q·kᵀ/√d + bias + mask)·v to 1e-5 of a float64 reference."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import torch.nn.functional as F
 
 from posenc.attention import MultiHeadAttention
 from posenc.encodings.bias import ALiBi, T5RelativeBias
-from posenc.functional.alibi import alibi_slopes
-from posenc.kernels.alibi_cpu import alibi_attention, alibi_windows, relative_attention
+from posenc.functional.alibi import alibi_attention, alibi_slopes
+from posenc.kernels.per_distance import decay_windows as alibi_windows
+from posenc.kernels.per_distance import per_distance_attention as relative_attention
 
 TOLERANCE = 1e-5
 
@@ -226,3 +227,12 @@ def test_bad_shapes_raise_value_errors_naming_them():
         relative_attention(q, k, v, lambda t: t[None].expand(4, -1).double(), causal=False, windows=[1] * 4)
     with pytest.raises(ValueError, match=r"bias must map .* distances to \[h=4"):
         relative_attention(q, k, v, lambda t: t[None].double())
+
+
+def test_the_former_module_name_still_serves_the_kernel_and_points_at_alibi_attention():
+    from posenc.kernels import alibi_cpu, per_distance
+
+    assert alibi_cpu.relative_attention is per_distance.per_distance_attention
+    assert alibi_cpu.alibi_windows is per_distance.decay_windows
+    with pytest.raises(AttributeError, match="moved to posenc.functional.alibi_attention"):
+        alibi_cpu.alibi_attention  # noqa: B018
