@@ -129,3 +129,28 @@ def test_a_compiled_model_stops_on_token_ids_outside_the_vocabulary():
     compiled(torch.tensor([[1, 2]]))
     with pytest.raises(RuntimeError, match=re.escape("token ids must lie in 0 … 15")):
         compiled(torch.tensor([[1, 16]]))
+
+
+@pytest.mark.parametrize("name", posenc.available())
+def test_positions_and_the_cache_offset_are_resolved_once_per_forward(name, monkeypatch):
+    # they used to be resolved in the model, in every attention layer and again in RoPE
+    import posenc.attention
+    import posenc.model
+
+    calls, seen = [], []
+    resolve = posenc.model.continued_positions
+    monkeypatch.setattr(posenc.model, "continued_positions", lambda *a: calls.append(1) or resolve(*a))
+    monkeypatch.setattr(posenc.attention, "continued_positions", lambda *a: pytest.fail("resolved again"))
+    forward_at = posenc.attention.MultiHeadAttention.forward_at
+    monkeypatch.setattr(
+        posenc.attention.MultiHeadAttention,
+        "forward_at",
+        lambda self, x, positions, cache=None: seen.append(positions) or forward_at(self, x, positions, cache),
+    )
+    model = TransformerLM(32, d_model=16, n_layers=3, n_heads=2, encoding=name, max_len=16)
+    caches = model.new_caches()
+    model(torch.randint(0, 32, (2, 5)), caches=caches)
+    model(torch.randint(0, 32, (2, 1)), caches=caches)
+    assert len(calls) == 2
+    assert [int(p[0]) for p in seen] == [0, 0, 0, 5, 5, 5]  # the cache offset, read once per call
+    assert seen[0] is seen[1] is seen[2] and seen[3] is seen[4] is seen[5]
