@@ -2,7 +2,8 @@
 
 Writes ``index.html`` (open it in a browser), ``report.md`` (the same content for a Markdown
 viewer), ``verification.json`` and ``figures/*.png``. The lab section appears when a lab
-database with finished runs exists.
+database with finished runs exists. An encoding whose measurement or figure raises gets the error in
+its cells and in place of its figure; every other encoding is reported all the same.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from pathlib import Path
 import torch
 
 import posenc
-from posenc.analysis import PROPERTY_NAMES, Property, properties, specimen
+from posenc.analysis import PROPERTY_NAMES, Property, properties_by_name
+from posenc.analysis.verification import out_of_memory
 from posenc.document import Block, Heading, Image, Paragraph, to_html, to_markdown
-from posenc.encodings import ENCODINGS, available
+from posenc.encodings import ENCODINGS
 from posenc.table import Table
 
 #: Column titles of the verification table, one per property.
@@ -37,12 +39,15 @@ PROPERTY_TITLES = {
 
 
 def verification_table(names: list[str] | None = None) -> dict[str, dict[str, Property]]:
-    """``{encoding: {property: Property}}`` for the representative instance of each encoding."""
-    return {name: properties(specimen(name)) for name in names or available()}
+    """``{encoding: {property: Property}}`` for the representative instance of each encoding; one that
+    raises gets its claims as errors (``posenc.analysis.properties_by_name``)."""
+    return properties_by_name(names)
 
 
 def format_cell(prop: Property) -> str:
-    """``holds 3.3e-16`` / ``fails 0.61`` / ``—`` (the verdict with its number)."""
+    """``holds 3.3e-16`` / ``fails 0.61`` / ``error ValueError`` / ``—`` (the verdict with its number)."""
+    if prop.error is not None:
+        return f"error {prop.error.split(':', 1)[0]}"
     if prop.holds is None:
         return "—"
     value = f"{prop.value:.3g}" if prop.name != "parameters" else f"{int(prop.value)}"
@@ -70,7 +75,8 @@ def _verification_section(table: dict[str, dict[str, Property]]) -> list[Block]:
     text = (
         "Each cell is a measurement on the encoding's representative instance "
         "(`posenc.analysis.specimen`), its verdict against the threshold of "
-        "`posenc.analysis.properties`, and — where a claim does not concern an encoding — a dash. "
+        "`posenc.analysis.properties`, and — where a claim does not concern an encoding or needs a view "
+        "it does not give — a dash; `error` where measuring it raised (the reasons below say what). "
         "`parameters` is counted on that instance and checked against its formula. "
         "The last column is seed 004's Relative Position column, measured: explicit when shifting "
         "every position leaves the attention logits unchanged, implicit when it does not but code "
@@ -96,23 +102,57 @@ def _reasons_section(table: dict[str, dict[str, Property]]) -> list[Block]:
     return [Heading(2, "Why each verdict", "reasons"), Table(columns, rows)]
 
 
-def _figure_sections(out: Path, advance: Callable[[str], None]) -> list[Block]:
+def _figure_sections(
+    out: Path, chosen: dict[str, list | Exception], advance: Callable[[str], None]
+) -> list[Block]:
+    """A section per gallery name: its figures written under ``out/figures``, or the errors they raised."""
     from matplotlib import pyplot  # noqa: F401  (the Agg backend is chosen on first use)
-
-    from posenc.plots import gallery
 
     blocks: list[Block] = []
     figures_dir = out / "figures"
     figures_dir.mkdir(parents=True, exist_ok=True)
-    for name in gallery.names():
+    for name, specs in chosen.items():
         title = name if name != "comparison" else "Across encodings"
         blocks += [Heading(2, title, f"figures-{name}"), Paragraph(_encoding_summary(name))]
-        for spec in gallery.figures(name):
+        if isinstance(specs, Exception):
+            blocks.append(Paragraph(f"No figures: choosing them raised {_error_text(specs)}."))
+            continue
+        for spec in specs:
             advance(spec.name)
-            path = figures_dir / f"{spec.name}.png"
-            spec.build().savefig(path, dpi=110)
-            blocks.append(Image(f"figures/{path.name}", spec.title, spec.caption))
+            blocks.append(_figure_block(spec, figures_dir))
     return blocks
+
+
+def _gallery() -> dict[str, list | Exception]:
+    """Gallery name -> its figure specs, or the error choosing them raised (the others go on)."""
+    from posenc.plots import gallery
+
+    chosen: dict[str, list | Exception] = {}
+    for name in gallery.names():
+        try:
+            chosen[name] = gallery.figures(name)
+        except Exception as error:  # an encoding's specimen or views may raise anything
+            if out_of_memory(error):
+                raise
+            chosen[name] = error
+    return chosen
+
+
+def _figure_block(spec, figures_dir: Path) -> Block:
+    """The figure written as a PNG and linked, or a paragraph naming the error drawing it raised."""
+    path = figures_dir / f"{spec.name}.png"
+    try:
+        figure = spec.build()
+    except Exception as error:  # one encoding's failing hook must not take down every other figure
+        if out_of_memory(error):
+            raise
+        return Paragraph(f"Figure {spec.name} could not be drawn: {_error_text(error)}.")
+    figure.savefig(path, dpi=110)
+    return Image(f"figures/{path.name}", spec.title, spec.caption)
+
+
+def _error_text(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
 
 
 def _encoding_summary(name: str) -> str:
@@ -120,7 +160,8 @@ def _encoding_summary(name: str) -> str:
         return "Figures that compare every registered encoding."
     cls = ENCODINGS[name]
     first = (cls.__doc__ or "").strip().splitlines()[0]
-    return f"{first} Kind: {cls.kind}; parameters: {cls.parameter_formula}."
+    formula = cls.parameter_formula or "not declared"
+    return f"{first} Kind: {cls.kind}; parameters: {formula}."
 
 
 def _lab_section(out: Path, lab_db: Path | None) -> list[Block]:
@@ -150,11 +191,10 @@ def build_report(out: Path, *, lab_db: Path | None = None, progress: bool = True
     """Write the report into ``out``; returns a summary (paths, figure count, failures per encoding)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from posenc.plots import gallery
-
     out = Path(out)
     _check_writable(out)
-    total = sum(len(gallery.figures(name)) for name in gallery.names()) + 1
+    chosen = _gallery()
+    total = sum(len(specs) for specs in chosen.values() if isinstance(specs, list)) + 1
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"))
     with Progress(*columns, TimeElapsedColumn(), disable=not progress, transient=False) as bar:
         task = bar.add_task("verifying every encoding", total=total)
@@ -165,7 +205,7 @@ def build_report(out: Path, *, lab_db: Path | None = None, progress: bool = True
             bar.update(task, description=f"figure {label}")
             bar.advance(task)
 
-        figure_sections = _figure_sections(out, advance)
+        figure_sections = _figure_sections(out, chosen, advance)
         bar.update(task, description="report written")
     lab = _lab_section(out, lab_db)
     blocks = [*_verification_section(table), *lab, *figure_sections, *_reasons_section(table)]
@@ -186,6 +226,10 @@ def build_report(out: Path, *, lab_db: Path | None = None, progress: bool = True
         "lab": bool(lab),
         "fails": {
             name: [p for p, prop in result.items() if prop.holds is False] for name, result in table.items()
+        },
+        "errors": {
+            name: [p for p, prop in result.items() if prop.error is not None]
+            for name, result in table.items()
         },
     }
 
@@ -236,7 +280,7 @@ figcaption { font-size: 0.85rem; }
 
 def _verdict_class(text: str) -> str | None:
     """The CSS class of a table cell by the verdict it starts with."""
-    return {"holds": "holds", "fails": "fails", "—": "na"}.get(text.split(" ", 1)[0])
+    return {"holds": "holds", "fails": "fails", "error": "fails", "—": "na"}.get(text.split(" ", 1)[0])
 
 
 def render_html(header: dict, blocks: list[Block]) -> str:

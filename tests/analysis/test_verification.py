@@ -6,10 +6,17 @@ import pytest
 import torch
 
 from posenc import available, build
-from posenc.analysis import PROPERTY_NAMES, properties, specimen
+from posenc.analysis import PROPERTY_NAMES, properties, properties_by_name, specimen
 from posenc.analysis.specimens import specimen_arguments
 from posenc.analysis.verification import _ulps
-from posenc.encodings import ALiBi, RotaryEncoding, SinusoidalEncoding
+from posenc.encodings import (
+    ENCODINGS,
+    ALiBi,
+    PositionalEncoding,
+    RotaryEncoding,
+    SinusoidalEncoding,
+    resolve_positions,
+)
 
 #: What the literature claims and the measurement must confirm on the representative instances:
 #: {encoding: {property: holds}}; properties not named are checked elsewhere or do not apply.
@@ -266,3 +273,111 @@ def test_a_small_learned_table_is_measured_inside_its_positions():
     result = properties(build("learned", max_len=40, d_model=8))  # shifts of 1 and 7 fit, 100 does not
     assert result["relative"].category == "no"
     assert result["translation_invariant"].holds is False
+
+
+# --- encodings that give only their own hook ----------------------------------------------------
+
+
+class Turn(PositionalEncoding):
+    """Turns pair (2k, 2k+1) by position / (k + 1), times ``scale``; it keeps no d_head."""
+
+    kind = "rotary"
+    scale = 1.0
+
+    def rotate(self, q, k, q_positions=None, k_positions=None):
+        return self._turn(q, q_positions), self._turn(k, k_positions)
+
+    def _turn(self, x, positions):
+        positions = resolve_positions(positions, x, seq_dim=2).to(torch.float64)  # [s]
+        angles = positions[:, None] / torch.arange(1, x.shape[-1] // 2 + 1, dtype=torch.float64)  # [s, d/2]
+        even, odd = x[..., 0::2], x[..., 1::2]
+        turned = torch.stack(
+            (even * angles.cos() - odd * angles.sin(), even * angles.sin() + odd * angles.cos())
+        )
+        return self.scale * turned.movedim(0, -1).flatten(-2)
+
+
+class ScaledTurn(Turn):
+    """Turn with a factor on q and k that no attribute names (as RoPE's attention factor)."""
+
+    scale = 2.0
+
+
+class LearnedDistanceBias(PositionalEncoding):
+    """A learned bias per head and clipped distance; declares neither a formula nor a count."""
+
+    kind = "bias"
+
+    def __init__(self, n_heads: int, *, max_distance: int = 8) -> None:
+        super().__init__()
+        self.n_heads, self.max_distance = n_heads, max_distance
+        self.table = torch.nn.Parameter(torch.linspace(0.0, -1.0, max_distance + 1).repeat(n_heads, 1))
+
+    def bias(self, q_positions, k_positions):
+        distance = (q_positions[:, None] - k_positions[None, :]).abs().clamp_max(self.max_distance)
+        return self.table[:, distance]  # [h, i, j]
+
+
+def test_a_rotation_without_d_head_is_measured_through_rotate():
+    # used to raise AttributeError: 'Turn' object has no attribute 'd_head'
+    result = properties(Turn())
+    assert all(prop.error is None for prop in result.values()), result
+    assert result["bounded"].holds is True and result["linear_map"].holds is True
+    assert result["relative"].category == "explicit" and result["decay"].holds in (True, False)
+    assert result["unique"].holds is None and "rotation_tables" in result["unique"].reason
+
+
+def test_a_rotation_factor_is_read_from_rotate_not_from_an_attribute():
+    result = properties(ScaledTurn())
+    assert result["linear_map"].holds is True, result["linear_map"]  # R(m + k) = R(k)·R(m) / 2
+    assert result["bounded"].holds is False  # the factor changes ‖q‖
+
+
+def test_a_learned_table_with_a_formula_but_no_count_is_counted_not_failed():
+    class Declared(LearnedDistanceBias):
+        parameter_formula = "(K+1)·h"
+
+    # used to fail: "36 counted, formula gives 0"
+    result = properties(Declared(4))["parameters"]
+    assert result.holds is True and result.value == 36 and "grows with h" in result.reason
+
+
+def test_an_encoding_without_a_formula_gets_its_count_and_no_verdict():
+    result = properties(LearnedDistanceBias(4, max_distance=5))["parameters"]
+    assert result.holds is None and result.value is None
+    assert "declares no parameter_formula" in result.reason and "24 counted" in result.reason
+
+
+def test_a_hook_that_raises_is_that_claims_error_and_the_others_are_measured():
+    class Broken(SinusoidalEncoding):
+        def closed_form_dot(self, distances):
+            raise RuntimeError("no closed form today")
+
+    result = properties(Broken(32))
+    closed = result["closed_form"]
+    assert closed.verdict == "error" and closed.holds is False  # never hidden as a pass or n/a
+    assert closed.error == "RuntimeError: no closed form today" and closed.error in closed.reason
+    assert result["bounded"].holds is True and result["linear_map"].holds is True
+
+
+def test_an_encoding_that_cannot_be_built_does_not_stop_the_others(monkeypatch):
+    class Unbuildable(PositionalEncoding):
+        def __init__(self) -> None:
+            raise ValueError("needs a table file")
+
+    monkeypatch.setitem(ENCODINGS, "unbuildable", Unbuildable)
+    table = properties_by_name(["sinusoidal", "unbuildable"], length=32)
+    assert {prop.verdict for prop in table["unbuildable"].values()} == {"error"}
+    assert "ValueError: needs a table file" in table["unbuildable"]["bounded"].reason
+    assert table["sinusoidal"]["bounded"].holds is True
+    with pytest.raises(ValueError, match="length must be at least 32.*got 8"):
+        properties_by_name(["sinusoidal"], length=8)
+
+
+def test_running_out_of_memory_is_raised_not_recorded_as_one_encodings_error():
+    class Hungry(SinusoidalEncoding):
+        def closed_form_dot(self, distances):
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 GiB")
+
+    with pytest.raises(RuntimeError, match="can't allocate memory"):
+        properties(Hungry(32))

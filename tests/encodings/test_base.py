@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch import nn
 
 from posenc.encodings import PositionalEncoding
 from posenc.encodings.base import SPECIMEN_MODEL
@@ -92,3 +93,53 @@ def test_translations_stay_inside_the_positions_an_encoding_holds():
     assert positions.tolist() == list(range(10)) and shifts == (1, 7)
     with pytest.raises(ValueError, match="shift 15 moves positions 0 … 9 outside the table of 20"):
         Table(4, max_len=20).translations(16, (15,))
+
+
+class LearnedDistanceBias(PositionalEncoding):
+    """A learned bias per head and distance, and a fixed buffer; it declares no parameter count."""
+
+    kind = "bias"
+
+    def __init__(self, n_heads: int, *, max_distance: int = 8) -> None:
+        super().__init__()
+        self.n_heads = n_heads
+        self.table = nn.Parameter(torch.randn(n_heads, max_distance + 1))  # [h, K+1]
+        self.register_buffer("fixed", torch.ones(3))  # a constant, never counted
+
+
+class NeedsSize(PositionalEncoding):
+    """A constructor argument beyond the model sizes, so it cannot be built from them alone."""
+
+    def __init__(self, n_heads: int, table_size: int) -> None:
+        super().__init__()
+        self.n_heads, self.table = n_heads, nn.Parameter(torch.zeros(table_size, n_heads))
+
+
+def test_the_model_sizes_are_declared_none_until_an_encoding_keeps_them():
+    encoding = PositionalEncoding()
+    assert (encoding.d_model, encoding.n_heads, encoding.d_head, encoding.max_len) == (None,) * 4
+    assert Plain(4).d_model == 4 and Plain(4).d_head is None and PositionalEncoding.parameter_formula is None
+
+
+def test_the_default_parameter_count_counts_the_instance_at_its_own_sizes():
+    # used to return 0 whatever the instance held, so a learned table "failed" its own count
+    encoding = LearnedDistanceBias(4, max_distance=5)
+    assert encoding.count_parameters(0, 0, 0) == 4 * 6  # 0: the instance's own size
+    assert encoding.count_parameters(999, 77, 4) == 4 * 6  # it takes neither L nor d
+    encoding.table.requires_grad_(False)
+    assert encoding.count_parameters(0, 0, 4) == 0  # frozen: not learned
+
+
+def test_the_default_parameter_count_builds_at_other_sizes_without_moving_the_rng():
+    torch.manual_seed(0)
+    expected = torch.rand(1)
+    torch.manual_seed(0)
+    assert LearnedDistanceBias(4, max_distance=5).count_parameters(0, 0, 8) == 8 * 9  # default max_distance
+    torch.manual_seed(0)
+    assert torch.equal(torch.rand(1), expected)
+
+
+def test_the_default_parameter_count_is_none_where_it_cannot_build_at_those_sizes():
+    encoding = NeedsSize(2, 5)
+    assert encoding.count_parameters(0, 0, 2) == 10
+    assert encoding.count_parameters(0, 0, 4) is None

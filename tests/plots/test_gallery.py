@@ -10,7 +10,7 @@ import torch
 from matplotlib.figure import Figure
 
 from posenc.analysis import closed_form_dot, dot_by_distance, gram_matrix, logit_shift_change, specimen
-from posenc.encodings import available
+from posenc.encodings import ENCODINGS, PositionalEncoding, available, resolve_positions
 from posenc.functional import sinusoidal_table
 from posenc.plots import gallery
 from tests.plots.artists import by_gid, labelled, titles
@@ -95,3 +95,51 @@ def test_the_comparison_shows_every_registered_encoding_at_its_measured_change(b
     for name in available():
         values = np.array(list(logit_shift_change(specimen(name)).values()))
         np.testing.assert_array_equal(artists[f"change-{name}"].get_xdata(), np.maximum(values, 1e-20))
+
+
+class RotateOnly(PositionalEncoding):
+    """A rotation by position of every pair, given through ``rotate`` alone (no rotation_tables)."""
+
+    kind = "rotary"
+
+    def rotate(self, q, k, q_positions=None, k_positions=None):
+        return self._turn(q, q_positions), self._turn(k, k_positions)
+
+    @staticmethod
+    def _turn(x, positions):
+        angles = resolve_positions(positions, x, seq_dim=2).to(x.dtype)[:, None]  # [s, 1]
+        even, odd = x[..., 0::2], x[..., 1::2]
+        turned = torch.stack(
+            (even * angles.cos() - odd * angles.sin(), even * angles.sin() + odd * angles.cos())
+        )
+        return turned.movedim(0, -1).flatten(-2)
+
+
+class EmbedOnly(PositionalEncoding):
+    """An additive code given through ``embed`` alone (no codes)."""
+
+    kind = "additive"
+
+    def embed(self, x, positions=None):
+        return x + resolve_positions(positions, x, seq_dim=1).to(x.dtype).unsqueeze(-1).sin()
+
+
+@pytest.mark.parametrize("cls", [RotateOnly, EmbedOnly])
+def test_default_figures_needing_a_view_the_encoding_lacks_are_left_out(monkeypatch, cls):
+    # used to raise "cannot unpack non-iterable NoneType" / "encoding must add a code per position"
+    monkeypatch.setitem(ENCODINGS, "only_hook", cls)
+    specs = gallery.figures("only_hook")
+    assert [spec.name for spec in specs] == ["only_hook-logit-shift"]
+    assert isinstance(specs[0].build(), Figure)
+
+
+def test_a_declared_figure_needing_a_missing_view_is_refused_naming_the_view(monkeypatch):
+    class DeclaresRotation(RotateOnly):
+        figures = {"rotation": None}
+
+    monkeypatch.setitem(ENCODINGS, "declares_rotation", DeclaresRotation)
+    with pytest.raises(
+        ValueError,
+        match="declares_rotation asks for figure kind 'rotation', which needs the rotation_tables view",
+    ):
+        gallery.figures("declares_rotation")

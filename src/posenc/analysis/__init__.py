@@ -26,7 +26,7 @@ from posenc.analysis.tables import (
     t5_bucket_map,
 )
 from posenc.analysis.trajectory import pair_channels, rotation_trajectory
-from posenc.analysis.verification import PROPERTY_NAMES, Property, properties
+from posenc.analysis.verification import PROPERTY_NAMES, Property, failed, properties, properties_by_name
 
 __all__ = [
     "PROPERTY_NAMES",
@@ -36,7 +36,9 @@ __all__ = [
     "attention_logits",
     "logit_shift_change",
     "position_sensitivity",
+    "failed",
     "properties",
+    "properties_by_name",
     "specimen",
     "angle_error",
     "closed_form_dot",

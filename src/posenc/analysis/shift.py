@@ -15,6 +15,15 @@ import torch
 from posenc._validation import as_positions, check_int, check_positive_int
 from posenc.encodings import PositionalEncoding
 
+#: Widths of the probe for an encoding that keeps none of its own (``d_model``, ``n_heads``, ``d_head`` None).
+PROBE_WIDTHS = {"d_model": 32, "n_heads": 2, "d_head": 16}
+
+
+def probe_widths(encoding: PositionalEncoding) -> dict[str, int]:
+    """``{"d_model", "n_heads", "d_head"}``: the encoding's own sizes where it keeps them, else ``PROBE_WIDTHS``."""
+    own = {"d_model": encoding.d_model, "n_heads": encoding.n_heads, "d_head": encoding.d_head}
+    return {name: own[name] or PROBE_WIDTHS[name] for name in PROBE_WIDTHS}
+
 
 def attention_logits(
     encoding: PositionalEncoding,
@@ -30,13 +39,15 @@ def attention_logits(
     x ``[1, s, d]`` and the projections are drawn from ``seed`` and do not depend on the positions,
     so two calls with different positions differ only by what the encoding does with them:
     ``e = embed(x)``, ``q, k = rotate(e·W_q, e·W_k)``, logits ``= q·kᵀ/√d_head + bias``.
-    Widths default to the encoding's own (``d_model``, ``n_heads``, ``d_head``), else 32 / 2 / 16.
+    Widths default to the encoding's own (``d_model``, ``n_heads``, ``d_head``), else 32 / 2 / 16
+    (:func:`probe_widths`).
     """
     positions = as_positions(positions)
     encoding = copy.deepcopy(encoding).to(torch.float64)
-    d_model = check_positive_int("d_model", d_model or getattr(encoding, "d_model", 32))
-    n_heads = check_positive_int("n_heads", n_heads or getattr(encoding, "n_heads", 2))
-    d_head = check_positive_int("d_head", d_head or getattr(encoding, "d_head", 16))
+    widths = probe_widths(encoding)
+    d_model = check_positive_int("d_model", d_model or widths["d_model"])
+    n_heads = check_positive_int("n_heads", n_heads or widths["n_heads"])
+    d_head = check_positive_int("d_head", d_head or widths["d_head"])
     generator = torch.Generator().manual_seed(seed)
     seq_len = positions.shape[-1]
     x = torch.randn(1, seq_len, d_model, generator=generator, dtype=torch.float64)  # [1, s, d]

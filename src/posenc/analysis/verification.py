@@ -4,8 +4,10 @@
 bounded values, unique codes, dot products that depend only on distance (and their closed form),
 PE(pos + k) as a fixed linear map of PE(pos), relative position in the attention logits, decay
 of similarity with distance, parameters as a function of L, d and h, and float error at
-positions up to 2^21. A claim that does not concern an encoding is returned with ``holds=None``
-and the reason it does not apply, so every encoding has the same rows.
+positions up to 2^21. A claim that does not concern an encoding, or needs a view the encoding does
+not give (``codes``, ``rotation_tables``, ``frequency_pieces`` …), is returned with ``holds=None`` and
+the reason it does not apply, so every encoding has the same rows. A claim whose measurement raises is
+returned with the error (verdict ``error``, ``holds=False``): one failing hook never hides the others.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from posenc._validation import check_positive_int
 from posenc.analysis.dot_product import dot_by_distance
 from posenc.analysis.precision import RECIPES
 from posenc.analysis.rotation import linear_map_residual, norm_change
-from posenc.analysis.shift import logit_shift_change, position_sensitivity
-from posenc.encodings import PositionalEncoding
+from posenc.analysis.shift import logit_shift_change, position_sensitivity, probe_widths
+from posenc.analysis.specimens import specimen
+from posenc.encodings import PositionalEncoding, available
+from posenc.encodings.base import trainable_parameters
 from posenc.functional.angles import exact_cos_sin, split_frequencies
 
 #: Relative error accepted where a claim is an identity (float64 arithmetic throughout).
@@ -55,18 +59,39 @@ class Property:
     holds: bool | None  # True / False; None when the claim does not apply
     reason: str  # why it holds, fails or does not apply
     category: str | None = None  # "relative" only: explicit | implicit | no | none
+    error: str | None = None  # what measuring it raised ("ValueError: …"); holds is then False
 
     def as_dict(self) -> dict:
         return asdict(self)
 
     @property
     def verdict(self) -> str:
-        """``holds`` / ``fails`` / ``n/a``."""
+        """``holds`` / ``fails`` / ``n/a``, or ``error`` where measuring the claim raised."""
+        if self.error is not None:
+            return "error"
         return "n/a" if self.holds is None else ("holds" if self.holds else "fails")
 
 
 def _not_applicable(name: str, reason: str) -> Property:
     return Property(name, None, "—", None, reason)
+
+
+#: What torch's allocators say when memory runs out (CPU: "can't allocate memory", CUDA: "out of memory").
+_ALLOCATOR_MESSAGES = ("can't allocate memory", "out of memory", "not enough memory")
+
+
+def out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` says an allocation failed: the sizes asked for, not the encoding, are at fault,
+    so it is raised on rather than recorded as one encoding's error."""
+    if isinstance(error, MemoryError):
+        return True
+    return isinstance(error, RuntimeError) and any(m in str(error).lower() for m in _ALLOCATOR_MESSAGES)
+
+
+def failed(name: str, error: BaseException) -> Property:
+    """The claim ``name`` as not measured because ``error`` was raised: verdict ``error``, never a pass."""
+    message = f"{type(error).__name__}: {error}"
+    return Property(name, None, "—", False, f"measuring it raised {message}", error=message)
 
 
 def _at_most(name: str, value: float, limit: float, passed: str, failed: str) -> Property:
@@ -85,6 +110,34 @@ def _rotary_codes(encoding: PositionalEncoding, length: int) -> torch.Tensor | N
     """The rotation of each position as a code ``[T, r]``: (cos mθ_k, sin mθ_k) for every pair k, or None."""
     tables = encoding.rotation_tables(torch.arange(length))  # [T, r/2] each, float64
     return None if tables is None else torch.cat(tables, dim=-1)
+
+
+#: Why a bias claim has nothing to measure on a bias encoding whose ``bias`` gives None.
+NO_BIAS = "it gives no bias view (bias is None): its scores are not a bias of positions alone"
+
+
+def _no_codes(encoding: PositionalEncoding) -> str:
+    """Why a claim about position codes has nothing to measure on an encoding whose ``codes`` gives None."""
+    if encoding.kind == "additive":
+        return "it gives no codes view (codes is None): the code embed joins is not exposed to measure"
+    return "acts inside attention: see 'relative' for its shift test"
+
+
+def _head_vectors(encoding: PositionalEncoding, *shape: int, ones: bool = False) -> torch.Tensor:
+    """float64 heads ``[*shape, d_head]`` to probe ``rotate`` with (random, or ones), d_head the
+    encoding's own or the probe's (:func:`posenc.analysis.shift.probe_widths`)."""
+    width = probe_widths(encoding)["d_head"]
+    if ones:
+        return torch.ones(*shape, width, dtype=torch.float64)
+    return torch.randn(*shape, width, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+
+
+def _rotation_scale(encoding: PositionalEncoding) -> float:
+    """‖rotate(x)‖ / ‖x‖ at position 0: the factor a rotation applies on top of turning (RoPE's
+    attention factor; 1 for a plain rotation), read from the hook rather than from an attribute."""
+    x = _head_vectors(encoding, 1, 1, 1)  # [1, 1, 1, d]
+    rotated, _ = encoding.rotate(x, x, torch.arange(1), torch.arange(1))
+    return float(rotated.norm() / x.norm())
 
 
 def _measured_length(encoding: PositionalEncoding, length: int) -> int:
@@ -132,7 +185,7 @@ def bounded(encoding: PositionalEncoding, length: int) -> Property:
         )
         return _at_most("bounded", value, 1.0, why, f"a code value reaches {value:.3g}; {why}")
     if encoding.kind == "rotary":
-        change = norm_change(encoding, d_head=encoding.d_head, seq_len=length)
+        change = norm_change(encoding, d_head=probe_widths(encoding)["d_head"], seq_len=length)
         return _at_most(
             "bounded",
             change,
@@ -141,34 +194,56 @@ def bounded(encoding: PositionalEncoding, length: int) -> Property:
             "q and k change norm with position (xPos scaling or an attention factor ≠ 1)",
         )
     if encoding.kind == "bias":
-        if (why := _no_distance(encoding)) or encoding.position_limit is not None:
-            return _not_applicable(
-                "bounded", why or f"its positions end at {encoding.position_limit}: nothing grows"
-            )
-        near = float(_relative_biases(encoding, length).abs().max())
-        far = float(_relative_biases(encoding, 4 * length).abs().max())
-        return _at_most(
-            "bounded",
-            far / near if near else 1.0,
-            1.0 + IDENTITY_TOLERANCE,
-            f"|bias| ≤ {near:.3g} at every distance: it stops growing past the last bucket",
-            f"|bias| grows with distance ({near:.3g} within {length}, {far:.3g} within {4 * length}): "
-            "a penalty linear in distance, by design",
-        )
+        return _bias_bounded(encoding, length)
+    if encoding.kind == "additive":
+        return _not_applicable("bounded", _no_codes(encoding))
     return _not_applicable("bounded", "no position code")
+
+
+def _bias_bounded(encoding: PositionalEncoding, length: int) -> Property:
+    """``bounded`` for a bias: the largest |bias| within 4T against that within T."""
+    if (why := _no_distance(encoding)) or encoding.position_limit is not None:
+        return _not_applicable(
+            "bounded", why or f"its positions end at {encoding.position_limit}: nothing grows"
+        )
+    near, far = _relative_biases(encoding, length), _relative_biases(encoding, 4 * length)
+    if near is None:
+        return _not_applicable("bounded", NO_BIAS)
+    near, far = float(near.abs().max()), float(far.abs().max())
+    return _at_most(
+        "bounded",
+        far / near if near else 1.0,
+        1.0 + IDENTITY_TOLERANCE,
+        f"|bias| ≤ {near:.3g} at every distance: it stops growing past the last bucket",
+        f"|bias| grows with distance ({near:.3g} within {length}, {far:.3g} within {4 * length}): "
+        "a penalty linear in distance, by design",
+    )
+
+
+def _position_codes(encoding: PositionalEncoding, length: int) -> tuple[torch.Tensor | None, str]:
+    """What tells positions apart, as rows ``[T, w]``, and what the rows are: codes, rotations, or the
+    biases of each distance; None (and why) where the encoding gives no such view."""
+    codes = _codes(encoding, length)
+    if codes is not None:
+        return codes, "position codes"
+    if encoding.kind == "rotary":
+        codes = _rotary_codes(encoding, length)
+        why = "it gives no rotation_tables view: the rotation of each position is not exposed"
+        return codes, ("rotations (cos, sin of every pair)" if codes is not None else why)
+    if encoding.kind == "bias":
+        biases = _relative_biases(encoding, _measured_length(encoding, length))
+        what = "per-head biases of " + ("2-D offsets" if _no_distance(encoding) else "distances")
+        return (None, NO_BIAS) if biases is None else (biases.T, what)
+    if encoding.kind == "additive":
+        return None, "it gives no codes view: the code of each position is not exposed"
+    return None, "no position code: every position looks the same"
 
 
 def unique(encoding: PositionalEncoding, length: int) -> Property:
     """Seed 004 property 2: the smallest distance between two codes of different positions (distances)."""
-    codes, what = _codes(encoding, length), "position codes"
+    codes, what = _position_codes(encoding, length)
     if codes is None:
-        codes, what = _rotary_codes(encoding, length), "rotations (cos, sin of every pair)"
-    if codes is None and encoding.kind == "bias":
-        length = _measured_length(encoding, length)
-        codes = _relative_biases(encoding, length).T
-        what = "per-head biases of " + ("2-D offsets" if _no_distance(encoding) else "distances")
-    if codes is None:
-        return _not_applicable("unique", "no position code: every position looks the same")
+        return _not_applicable("unique", what)
     value = _pairwise_min_distance(codes)
     limit = 1e-6
     holds = value > limit
@@ -189,9 +264,7 @@ def translation_invariant(encoding: PositionalEncoding, length: int) -> Property
     """Seeds 000/002: PE[i]·PE[i+d] depends only on d (spread over i, relative to ‖PE‖²)."""
     codes = _codes(encoding, length)
     if codes is None:
-        return _not_applicable(
-            "translation_invariant", "acts inside attention: see 'relative' for its shift test"
-        )
+        return _not_applicable("translation_invariant", _no_codes(encoding))
     dots = dot_by_distance(codes, range(length // 2))
     scale = float((codes * codes).sum(dim=-1).mean())
     spread = max(float(values.max() - values.min()) for values in dots.values()) / scale
@@ -243,16 +316,16 @@ def linear_map(encoding: PositionalEncoding, length: int) -> Property:
 
 
 def _rotary_map_residual(encoding: PositionalEncoding, length: int, offset: int) -> float:
-    """max |rot(x, m + k) − rot(rot(x, m), k) / a| / max |x| for one vector x at every m (a: the attention factor)."""
-    generator = torch.Generator().manual_seed(1)
-    x = torch.randn(1, 1, 1, encoding.d_head, generator=generator, dtype=torch.float64)
-    x = x.expand(1, 1, length, encoding.d_head)  # [1, 1, T, d]
+    """max |rot(x, m + k) − rot(rot(x, m), k) / a| / max |x| for one vector x at every m (a: the factor
+    a rotation applies at position 0, ``_rotation_scale``)."""
+    x = _head_vectors(encoding, 1, 1, 1)
+    x = x.expand(1, 1, length, x.shape[-1])  # [1, 1, T, d]
     positions = torch.arange(length)
     rotated, _ = encoding.rotate(x, x[:, :, :1], positions, torch.arange(1))
     shifted, _ = encoding.rotate(x, x[:, :, :1], positions + offset, torch.arange(1))
     twice, _ = encoding.rotate(rotated, x[:, :, :1], torch.full((length,), offset), torch.arange(1))
     # rotating twice applies the attention factor twice (xPos scales from each call's centre: once)
-    factor = getattr(encoding, "attention_factor", 1.0)
+    factor = _rotation_scale(encoding)
     return float((shifted - twice / factor).abs().max() / x.abs().max())
 
 
@@ -306,7 +379,7 @@ def _similarity_by_distance(encoding: PositionalEncoding, length: int) -> torch.
         dots = dot_by_distance(codes, range(length))
         return torch.stack([dots[d].mean() for d in range(length)]) / dots[0].mean()
     if encoding.kind == "rotary":
-        ones = torch.ones(1, 1, length, encoding.d_head, dtype=torch.float64)
+        ones = _head_vectors(encoding, 1, 1, length, ones=True)  # [1, 1, T, d]
         q, k = encoding.rotate(ones[:, :, :1], ones, torch.tensor([length - 1]), torch.arange(length))
         logits = (q @ k.transpose(-1, -2))[0, 0, 0].flip(0)  # [T]: distance 0 … T−1
         return logits / logits[0]
@@ -314,7 +387,9 @@ def _similarity_by_distance(encoding: PositionalEncoding, length: int) -> torch.
         return why
     if encoding.kind == "bias":
         biases = _relative_biases(encoding, length)  # [h, T]
-        return (biases - biases[:, :1]).exp().mean(dim=0)
+        return NO_BIAS if biases is None else (biases - biases[:, :1]).exp().mean(dim=0)
+    if encoding.kind == "additive":
+        return _no_codes(encoding)
     return None
 
 
@@ -322,32 +397,41 @@ def parameters(encoding: PositionalEncoding, length: int) -> Property:
     """Seed 004's "Parameters" column: the learned parameters of this instance, counted, against its formula.
 
     The count is taken from the module given (with its own table sizes: T5's buckets, Swin's window);
-    the formula, evaluated at the instance's L, d and h, must give the same number. How the count
-    grows with L, d and h is read from the formula at doubled sizes.
+    the formula, evaluated at the instance's L, d and h (``count_parameters``), must give the same
+    number. How the count grows with L, d and h is read from ``count_parameters`` at doubled sizes. An
+    encoding that declares no ``parameter_formula`` has no claim to check: n/a, with the count.
     """
-    counted = sum(p.numel() for p in encoding.parameters() if p.requires_grad)
-    sizes = {letter: getattr(encoding, name, 0) or 0 for letter, name in _SIZES}  # L, d, h of the instance
-    formula = encoding.count_parameters(sizes["L"], sizes["d"], sizes["h"])
-    grows = [
-        letter
-        for letter in sizes
-        if encoding.count_parameters(
-            *(2 * size if other == letter else size for other, size in sizes.items())
+    counted = trainable_parameters(encoding)
+    sizes = {"L": encoding.max_len or 0, "d": encoding.d_model or 0, "h": encoding.n_heads or 0}
+    shown = ", ".join(f"{letter}={size}" for letter, size in sizes.items() if size) or "no sizes"
+    counts = f"{counted} counted on this instance ({shown}); {_growth(encoding, sizes)}"
+    if encoding.parameter_formula is None:
+        return _not_applicable("parameters", f"it declares no parameter_formula to check: {counts}")
+    formula = encoding.count_parameters(*sizes.values())
+    if formula is None:
+        return _not_applicable(
+            "parameters", f"{encoding.parameter_formula}: count_parameters cannot evaluate it; {counts}"
         )
-        != formula
-    ]
-    depends = f"grows with {', '.join(grows)}" if grows else "independent of L, d and h"
-    shown = ", ".join(f"{letter}={size}" for letter, size in sizes.items() if size)
-    reason = (
-        f"{encoding.parameter_formula}: {counted} counted on this instance ({shown or 'no sizes'}); {depends}"
-    )
+    reason = f"{encoding.parameter_formula}: {counts}"
     if counted != formula:
         reason += f"; differs from the formula, which gives {formula}"
     return Property("parameters", float(counted), "count = formula", counted == formula, reason)
 
 
-#: (letter of the seed's formulas, attribute of an encoding holding that size)
-_SIZES = (("L", "max_len"), ("d", "d_model"), ("h", "n_heads"))
+def _growth(encoding: PositionalEncoding, sizes: dict[str, int]) -> str:
+    """Which of L, d and h the parameter count grows with, by ``count_parameters`` at each doubled."""
+    at = encoding.count_parameters(*sizes.values())
+    doubled = {
+        letter: encoding.count_parameters(
+            *(2 * size if other == letter else size for other, size in sizes.items())
+        )
+        for letter in sizes
+    }
+    if at is None or None in doubled.values():
+        unknown = ", ".join(letter for letter, count in doubled.items() if count is None) or "L, d and h"
+        return f"growth with {unknown} unknown: count_parameters cannot evaluate it there"
+    grows = [letter for letter, count in doubled.items() if count != at]
+    return f"grows with {', '.join(grows)}" if grows else "independent of L, d and h"
 
 
 def _ulps(approx: torch.Tensor, exact: torch.Tensor, dtype: torch.dtype, floor: float = 0.0) -> float:
@@ -384,11 +468,19 @@ def precision(encoding: PositionalEncoding, length: int) -> Property:
     positions = _precision_positions()
     if encoding.codes(positions[:1]) is not None:
         return _code_precision(encoding, positions)
-    if encoding.kind == "rotary":
+    if encoding.rotation_tables(positions[:1]) is not None:
         return _rotation_precision(encoding, positions)
     if encoding.distance_bias(positions[:1]) is not None:
         return _bias_precision(encoding, positions)
-    return _not_applicable("precision", "no position arithmetic")
+    return _not_applicable("precision", _no_arithmetic(encoding))
+
+
+def _no_arithmetic(encoding: PositionalEncoding) -> str:
+    """Why the precision claim has no table to compare with exact values."""
+    view = {"additive": "codes", "rotary": "rotation_tables", "bias": "distance_bias"}.get(encoding.kind)
+    if view is None:
+        return "no position arithmetic"
+    return f"it gives no {view} view: no table to compare with float64"
 
 
 def _code_precision(encoding: PositionalEncoding, positions: torch.Tensor) -> Property:
@@ -416,7 +508,8 @@ def _rotation_precision(encoding: PositionalEncoding, positions: torch.Tensor) -
         return _not_applicable("precision", "no fixed frequencies: they follow the length (dynamic NTK)")
     frequencies = pieces.sum(dim=-1)
     exact = torch.cat(exact_cos_sin(positions, split_frequencies(frequencies)), dim=-1)
-    scale = getattr(encoding, "attention_factor", 1.0)
+    cos, sin = encoding.rotation_tables(torch.zeros(1, dtype=torch.int64))  # [1, r/2]: a·cos 0, a·sin 0
+    scale = torch.hypot(cos, sin).repeat(1, 2).to(torch.float32)  # [1, r]: the factor a of each pair
     tables = {
         "posenc": torch.cat(encoding.rotation_tables(positions), dim=-1).to(torch.float32) / scale,
         "float32": torch.cat(RECIPES["float32"](positions, frequencies), dim=-1),
@@ -461,11 +554,56 @@ CLAIMS = {
 def properties(encoding: PositionalEncoding, *, length: int = 256) -> dict[str, Property]:
     """Every claim of ``PROPERTY_NAMES`` measured on ``encoding`` over positions 0 … length−1.
 
-    Learned tables are measured over min(length, max_len) positions. Returns ``{name: Property}``.
+    Learned tables are measured over min(length, max_len) positions. A claim whose measurement raises
+    (a hook of the encoding failing) is returned as ``failed``: verdict ``error``, the exception in its
+    reason; the other claims are measured all the same. Returns ``{name: Property}``.
+
+    Raises:
+        ValueError: a ``length`` below 32.
+        MemoryError, RuntimeError: an allocation failed (``out_of_memory``), which no claim records.
     """
+    length = _measured_length(encoding, _check_length(length))
+    with torch.no_grad():
+        return {name: _measure(name, encoding, length) for name in PROPERTY_NAMES}
+
+
+def _check_length(length: int) -> int:
     length = check_positive_int("length", length)
     if length < 32:
         raise ValueError(f"length must be at least 32 to measure decay and linear maps, got {length}")
-    length = _measured_length(encoding, length)
-    with torch.no_grad():
-        return {name: CLAIMS[name](encoding, length) for name in PROPERTY_NAMES}
+    return length
+
+
+def _measure(name: str, encoding: PositionalEncoding, length: int) -> Property:
+    """One claim, or the error its measurement raised."""
+    try:
+        return CLAIMS[name](encoding, length)
+    except Exception as error:  # an encoding's own hook may raise anything; it is shown, not hidden
+        if out_of_memory(error):
+            raise
+        return failed(name, error)
+
+
+def properties_by_name(
+    names: list[str] | None = None, *, length: int = 256
+) -> dict[str, dict[str, Property]]:
+    """``{name: properties(specimen(name))}`` for the registered ``names`` (default: every one).
+
+    An encoding whose specimen cannot be built, or whose views raise, gets its claims as ``failed``
+    (verdict ``error``) while every other encoding is measured all the same.
+
+    Raises:
+        ValueError: a ``length`` below 32.
+        MemoryError, RuntimeError: an allocation failed (``out_of_memory``): the length, not an encoding.
+    """
+    length = _check_length(length)
+    return {name: _properties_of(name, length) for name in (names or available())}
+
+
+def _properties_of(name: str, length: int) -> dict[str, Property]:
+    try:
+        return properties(specimen(name), length=length)
+    except Exception as error:  # building the specimen (or reading its position_limit) raised
+        if out_of_memory(error):
+            raise
+        return {claim: failed(claim, error) for claim in PROPERTY_NAMES}

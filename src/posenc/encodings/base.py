@@ -11,7 +11,8 @@ to build it for a model of a given shape (``model_arguments``), the representati
 analysis and figures show (``specimen_kwargs``), its row of seed 004's comparison table
 (``seed_row``), the lab tasks it does not apply to and why (``lab_not_applicable``), its figures
 (``figures``) and its parameter count (``count_parameters``). The defaults here serve an encoding
-that declares none of them.
+that declares none of them: analysis, figures and the report read only the views an encoding gives
+(``codes``, ``rotation_tables``, ``frequencies`` …) and skip, with a reason, what needs one it lacks.
 
 Notation used for tensor shapes:
     b batch, s sequence, h heads, d width (d_head per head), i / j query / key positions.
@@ -38,6 +39,11 @@ KINDS = ("additive", "rotary", "bias", "none")
 MODEL_SIZES = ("d_model", "n_heads", "d_head", "max_len")
 #: The model the specimen of an encoding is built for when it declares no ``specimen_kwargs``.
 SPECIMEN_MODEL = {"d_model": 64, "n_heads": 8, "max_len": 256, "causal": True}
+
+
+def trainable_parameters(module: nn.Module) -> int:
+    """The number of learned (trainable) parameters of ``module``."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
 
 def resolve_positions(positions: torch.Tensor | None, x: torch.Tensor, *, seq_dim: int) -> torch.Tensor:
@@ -78,8 +84,13 @@ class PositionalEncoding(nn.Module):
     Class attributes:
         kind: ``"additive"`` (acts on embeddings), ``"rotary"`` (rotates q and k),
             ``"bias"`` (biases attention scores) or ``"none"`` (the NoPE control).
+        d_model, n_heads, d_head, max_len: the model sizes the instance was built for, where it keeps
+            them under these names (None: it keeps none, e.g. a rotation that turns any width).
+            Analysis probes ``rotate`` with ``d_head``-wide heads, and ``embed`` with ``d_model``-wide
+            tokens, where they are given.
         parameter_formula: the number of learned parameters as a formula of L (``max_len``),
-            d (``d_model``) and h (``n_heads``), e.g. ``"L·d"``.
+            d (``d_model``) and h (``n_heads``), e.g. ``"L·d"``; None: not declared (the parameter
+            claim is then not applicable, and only the count is shown).
         specimen_kwargs: constructor arguments of the instance analysis and figures show; None builds
             it for a small model (d_model 64, 8 heads, 256 positions) through ``model_arguments``.
         seed_row: the encoding's row of seed 004's table, or None.
@@ -89,7 +100,11 @@ class PositionalEncoding(nn.Module):
     """
 
     kind: str = "none"
-    parameter_formula: str = "0"
+    d_model: int | None = None
+    n_heads: int | None = None
+    d_head: int | None = None
+    max_len: int | None = None
+    parameter_formula: ClassVar[str | None] = None
     label: ClassVar[str | None] = None  # the name in figure titles (None: the registered name)
     specimen_kwargs: ClassVar[dict | None] = None
     seed_row: ClassVar[SeedRow | None] = None
@@ -141,10 +156,38 @@ class PositionalEncoding(nn.Module):
         it does. Default: ``lab_not_applicable`` for every task."""
         return cls.lab_not_applicable
 
-    def count_parameters(self, max_len: int, d_model: int, n_heads: int) -> int:
-        """The ``parameter_formula`` evaluated at L = max_len, d = d_model, h = n_heads, with this
-        instance's other settings (T5's ``num_buckets``, Swin's ``window``)."""
-        return 0
+    def count_parameters(self, max_len: int, d_model: int, n_heads: int) -> int | None:
+        """The learned parameters at L = max_len, d = d_model, h = n_heads, with this instance's other
+        settings (T5's ``num_buckets``, Swin's ``window``): an encoding with a formula overrides this.
+
+        Default: counted, never a formula. A size given as 0 stands for the instance's own. Where every
+        size the constructor takes (``model_arguments``) is the one the instance keeps, this instance's
+        trainable parameters; otherwise those of an instance built at these sizes through
+        ``model_arguments`` (its other settings at their defaults); None where that build fails.
+        """
+        arguments = self._arguments_at(max_len, d_model, n_heads)
+        if arguments is None:
+            return None
+        if all(getattr(self, size) == arguments[size] for size in MODEL_SIZES if size in arguments):
+            return trainable_parameters(self)
+        try:
+            with torch.random.fork_rng(devices=[]):  # a fresh table must not move the caller's RNG
+                return trainable_parameters(type(self)(**arguments))
+        except (TypeError, ValueError):
+            return None
+
+    def _arguments_at(self, max_len: int, d_model: int, n_heads: int) -> dict | None:
+        """Constructor arguments for a model of these sizes (0: this instance's own size, else the
+        specimen model's); None where ``model_arguments`` refuses them."""
+        given = {"max_len": max_len, "d_model": d_model, "n_heads": n_heads}
+        sizes = {name: value or getattr(self, name) or SPECIMEN_MODEL[name] for name, value in given.items()}
+        try:
+            arguments = type(self).model_arguments(**sizes, causal=SPECIMEN_MODEL["causal"])
+        except (TypeError, ValueError):
+            return None
+        if "d_head" in arguments and self.d_head is not None and not (d_model and n_heads):
+            arguments["d_head"] = self.d_head  # d_model / n_heads is not known: keep the instance's own
+        return arguments
 
     @property
     def acts_in_attention(self) -> bool:
@@ -245,7 +288,7 @@ class PositionalEncoding(nn.Module):
         if type(self).score_mod is PositionalEncoding.score_mod:
             return None
         q_positions, k_positions = as_positions(q_positions), as_positions(k_positions)
-        h = getattr(self, "n_heads", None)
+        h = self.n_heads
         if h is None:
             raise ValueError(f"{type(self).__name__} gives only a score_mod; deriving its bias needs n_heads")
         score_mod = self.score_mod(q_positions=q_positions, k_positions=k_positions)

@@ -1,11 +1,13 @@
 """The figures ``posenc plot`` draws: for each registered encoding, and for the comparison between them.
 
 Each encoding names the figures drawn of it, and their captions, in its own file (``figures``: figure
-kind -> caption); one that names none gets the defaults of its kind (:data:`DEFAULT_FIGURES`). This
-module holds the figure kinds (:data:`KINDS`): how each is drawn from any encoding through an analysis
-function, from the encoding's specimen, so what is drawn is what the analysis measures. Nothing here
-knows an encoding by name. ``figures(name)`` describes them; a figure is computed and drawn only when
-its spec's ``build`` is called.
+kind -> caption); one that names none gets the defaults of its kind (:data:`DEFAULT_FIGURES`) that its
+views allow. This module holds the figure kinds (:data:`KINDS`): how each is drawn from any encoding
+through an analysis function, from the encoding's specimen, so what is drawn is what the analysis
+measures, and which views of the encoding it needs (``codes``, ``rotation_tables`` …): a default
+figure whose view the encoding does not give is left out. Nothing here knows an encoding by name.
+``figures(name)`` describes them; a figure is computed and drawn only when its spec's ``build`` is
+called.
 """
 
 from __future__ import annotations
@@ -69,6 +71,53 @@ class FigureKind:
     title: Callable[[str, PositionalEncoding], str]  # (label, encoding) -> title
     draw: Callable[[PositionalEncoding, str, str], Figure]  # (encoding, title, registered name) -> Figure
     caption: str  # the caption where the encoding gives none
+    needs: Callable[[PositionalEncoding], str | None] = lambda encoding: None  # the view it lacks, or None
+
+
+def _gives_codes(encoding: PositionalEncoding) -> bool:
+    return encoding.codes(torch.arange(1)) is not None
+
+
+def _gives_rotation(encoding: PositionalEncoding) -> bool:
+    return encoding.rotation_tables(torch.arange(1)) is not None
+
+
+def _needs_codes(encoding: PositionalEncoding) -> str | None:
+    return None if _gives_codes(encoding) else "codes"
+
+
+def _needs_rotation(encoding: PositionalEncoding) -> str | None:
+    return None if _gives_rotation(encoding) else "rotation_tables"
+
+
+def _needs_codes_or_rotation(encoding: PositionalEncoding) -> str | None:
+    return None if _gives_codes(encoding) or _gives_rotation(encoding) else "codes or rotation_tables"
+
+
+def _needs_frequencies(encoding: PositionalEncoding) -> str | None:
+    return None if encoding.frequencies() is not None else "frequencies"
+
+
+def _needs_bias(encoding: PositionalEncoding) -> str | None:
+    with torch.no_grad():
+        gives = encoding.bias(torch.arange(1), torch.arange(1)) is not None
+    return None if gives else "bias"
+
+
+def _needs_distance_bias(encoding: PositionalEncoding) -> str | None:
+    if encoding.position_axes != 1:
+        return "a bias of 1-D distances"
+    return _needs_bias(encoding)
+
+
+def _needs_attributes(*names: str) -> Callable[[PositionalEncoding], str | None]:
+    """A ``needs`` for a figure that reads attributes of the encoding (T5's buckets, a learned table)."""
+
+    def needs(encoding: PositionalEncoding) -> str | None:
+        missing = [name for name in names if not hasattr(encoding, name)]
+        return None if not missing else " and ".join(missing)
+
+    return needs
 
 
 def _within(encoding: PositionalEncoding, length: int) -> int:
@@ -120,28 +169,33 @@ KINDS: dict[str, FigureKind] = {
         lambda label, e: f"{label} codes PE ∈ ℝ^(T×d), one row per position ({_table_shape(e)})",
         lambda e, title, name: encoding_matrix(code_table(e, _rows(e)), layout="rows", title=title),
         "Each row is one position's code.",
+        _needs_codes,
     ),
     "matrix-columns": FigureKind(
         lambda label, e: f"{label} codes P ∈ ℝ^(d×n), one column per position ({_table_shape(e)})",
         lambda e, title, name: encoding_matrix(code_table(e, _rows(e)).T, layout="columns", title=title),
         "Each column is one position's code, each row one dimension.",
+        _needs_codes,
     ),
     "gram": FigureKind(
         lambda label, e: f"{label} Gram matrix PE_i·PE_j (T={_within(e, GRAM_LENGTH)})",
         lambda e, title, name: gram_heatmap(gram_matrix(code_table(e, _within(e, GRAM_LENGTH))), title=title),
         "The dot product of every two positions' codes: stripes parallel to the diagonal where it "
         "depends on the distance only.",
+        _needs_codes,
     ),
     "flat-lines": FigureKind(
         lambda label, e: f"{label}: dot products per distance d (T={FLAT_LENGTH})",
         _flat,
         "One line per distance: flat where the dot product depends on the distance only, dashed where a "
         "closed form predicts it.",
+        _needs_codes_or_rotation,
     ),
     "wavelengths": FigureKind(
         lambda label, e: f"{label} wavelengths λ_k = 2π/ω_k",
         lambda e, title, name: wavelength_spectrum(2 * torch.pi / e.frequencies(), title=title),
         "The wavelength of every sin/cos pair, on a log axis.",
+        _needs_frequencies,
     ),
     "rotation": FigureKind(
         lambda label, e: f"{label}: one vector rotated at positions 0 … {ROTATION_POSITIONS - 1}",
@@ -149,6 +203,7 @@ KINDS: dict[str, FigureKind] = {
             _rotation_rows(e, ROTATION_POSITIONS), inv_freq=e.frequencies(), title=title
         ),
         "Each pair of the vector turns on a circle by its frequency per position.",
+        _needs_rotation,
     ),
     "inv-freq-scalings": FigureKind(
         lambda label, e: (
@@ -157,11 +212,13 @@ KINDS: dict[str, FigureKind] = {
         ),
         lambda e, title, name: inv_freq_scalings(scaled_inv_freq(e.rotary_dim, e.base), title=title),
         "The frequencies of every context-extension scaling, against the unscaled ones.",
+        _needs_attributes("rotary_dim", "base"),
     ),
     "bias-heads": FigureKind(
         lambda label, e: f"{label} bias per head ({_bias_positions(e)} query and key positions)",
         lambda e, title, name: bias_heads(bias_matrix(e, _bias_positions(e)), title=title),
         "The bias every head adds to the score of query i and key j.",
+        _needs_bias,
     ),
     "bias-distance": FigureKind(
         lambda label, e: f"{label} bias against distance, one line per head",
@@ -171,6 +228,7 @@ KINDS: dict[str, FigureKind] = {
             title=title,
         ),
         "The bias of each head as the key moves away from the query.",
+        _needs_distance_bias,
     ),
     "buckets": FigureKind(
         lambda label, e: f"{label} buckets (num_buckets={e.num_buckets}, max_distance={e.max_distance})",
@@ -184,16 +242,19 @@ KINDS: dict[str, FigureKind] = {
             title=title,
         ),
         "The bucket of each key − query distance.",
+        _needs_attributes("num_buckets", "max_distance"),
     ),
     "table": FigureKind(
         lambda label, e: f"{label} bias table [bucket, head] at initialisation (n_heads={e.n_heads})",
         lambda e, title, name: bucket_table(e.table.detach().to(torch.float64), title=title),
         "The learned values, one per bucket and head.",
+        _needs_attributes("table"),
     ),
     "table-heads": FigureKind(
         lambda label, e: f"{label} bias table per head by 2-D offset at initialisation",
         lambda e, title, name: offset_tables(swin_offset_table(e), title=title),
         "One learned value per 2-D offset between two tokens.",
+        _needs_attributes("offset_table"),
     ),
     "logit-shift": FigureKind(
         lambda label, e: f"{label}: attention-logit change when every position shifts by Δ",
@@ -201,7 +262,7 @@ KINDS: dict[str, FigureKind] = {
         "How far the attention logits move when every position shifts by the same Δ.",
     ),
 }
-#: The figures of an encoding that names none, by its kind.
+#: The figures of an encoding that names none, by its kind (those whose views it gives).
 DEFAULT_FIGURES: dict[str, tuple[str, ...]] = {
     "additive": ("matrix-rows", "gram", "logit-shift"),
     "rotary": ("rotation", "flat-lines", "logit-shift"),
@@ -213,13 +274,8 @@ DEFAULT_FIGURES: dict[str, tuple[str, ...]] = {
 def _encoding_figures(name: str) -> list[FigureSpec]:
     encoding = specimen(name)
     label = encoding.label or name
-    declared = encoding.figures
-    if declared is None:
-        declared = dict.fromkeys(DEFAULT_FIGURES.get(encoding.kind, ("logit-shift",)))
     specs = []
-    for kind, caption in declared.items():
-        if kind not in KINDS:
-            raise ValueError(f"{name} asks for figure kind {kind!r}; known kinds: {', '.join(KINDS)}")
+    for kind, caption in _chosen_figures(name, encoding).items():
         figure = KINDS[kind]
         title = figure.title(label, encoding)
         specs.append(
@@ -231,6 +287,27 @@ def _encoding_figures(name: str) -> list[FigureSpec]:
             )
         )
     return specs
+
+
+def _chosen_figures(name: str, encoding: PositionalEncoding) -> dict[str, str | None]:
+    """Figure kind -> caption: those the encoding declares, else its kind's defaults that its views allow.
+
+    Raises:
+        ValueError: a declared kind this module does not draw, or one needing a view the encoding lacks.
+    """
+    declared = encoding.figures
+    if declared is None:
+        defaults = DEFAULT_FIGURES.get(encoding.kind, ("logit-shift",))
+        return {kind: None for kind in defaults if KINDS[kind].needs(encoding) is None}
+    for kind in declared:
+        if kind not in KINDS:
+            raise ValueError(f"{name} asks for figure kind {kind!r}; known kinds: {', '.join(KINDS)}")
+        if (missing := KINDS[kind].needs(encoding)) is not None:
+            raise ValueError(
+                f"{name} asks for figure kind {kind!r}, which needs the {missing} view; "
+                f"{type(encoding).__name__} gives none"
+            )
+    return dict(declared)
 
 
 def _comparison() -> list[FigureSpec]:
