@@ -77,3 +77,28 @@ def test_ctrl_c_ends_a_command_with_one_line_and_status_130():
         child.kill()
     assert child.returncode == 130
     assert err.splitlines() == ["posenc bench: interrupted"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a closed pipe raises EPIPE on POSIX")
+@pytest.mark.parametrize("argv", [["lab", "presets"], ["verify"], ["list"]])
+def test_a_reader_that_goes_away_ends_the_command_quietly_with_status_141(argv):
+    # `posenc lab presets | head -1`: the reader closes the pipe, here before anything is written
+    child = subprocess.Popen(
+        [sys.executable, "-m", "posenc", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    child.stdout.close()
+    try:
+        err = child.stderr.read()
+        child.wait(timeout=60)
+    finally:
+        child.kill()
+    assert (child.returncode, err) == (141, "")
+
+
+def test_more_positions_than_have_exact_angles_are_one_line_and_status_2_not_a_memory_error():
+    completed = posenc("verify", "--seq-len", "99999999999")
+    assert completed.returncode == 2
+    assert completed.stderr.splitlines() == [
+        "posenc verify: error: argument --seq-len: must be at most 2^27 = 134217728 (the positions with "
+        "exact angles), got 99999999999 (see posenc verify --help)"
+    ]

@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 
 import posenc
+from posenc._memory import out_of_memory
 from posenc.analysis import PROPERTY_NAMES, Property, properties_by_name
-from posenc.analysis.verification import out_of_memory
 from posenc.document import Block, Heading, Image, Paragraph, to_html, to_markdown
 from posenc.encodings import ENCODINGS
 from posenc.table import Table

@@ -1,14 +1,17 @@
-"""posenc.cli.main: the registry of commands, one-line refusals with status 2, interrupts with 130."""
+"""posenc.cli.main: the registry of commands, one-line refusals with status 2 (running out of memory
+included), interrupts with 130, a closed stdout with 141."""
 
 from __future__ import annotations
 
+import io
 import re
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
 
-from posenc.cli import COMMANDS, main, parser
+from posenc.cli import BROKEN_PIPE, COMMANDS, main, parser
 
 
 def test_every_registered_command_has_a_parser_of_its_name_and_a_run():
@@ -62,6 +65,96 @@ def test_an_interrupt_in_any_command_is_one_line_and_status_130(cli, monkeypatch
     monkeypatch.setattr(importlib.import_module(module), attribute, interrupted)
     run = cli(*(part.format(tmp=tmp_path) for part in argv))
     run.assert_refused(f"posenc {argv[0]}: interrupted", code=130)
+
+
+CPU_ALLOCATOR = (
+    "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried "
+    "to allocate 799999999992 bytes. Error code 12 (Cannot allocate memory)"
+)
+#: What running out of memory raises: Python's allocator, torch's CPU allocator, torch's CUDA allocator.
+OUT_OF_MEMORY = {
+    "MemoryError": (MemoryError, (), None),
+    "DefaultCPUAllocator": (RuntimeError, (CPU_ALLOCATOR,), "745.1 GiB"),
+    "CUDA": (
+        "torch.OutOfMemoryError",
+        ("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.19 GiB\nmore",),
+        "20.00 GiB",
+    ),
+}
+MEMORY_HUNGRY = {
+    **INTERRUPTIBLE,
+    "bench attention": (
+        ["bench", "attention", "--seq-lens", "99999999", "--sweep", "none", "--no-memory"],
+        "posenc.bench.attention",
+        "run",
+    ),
+    "lab run": (
+        [
+            "lab",
+            "run",
+            "--db",
+            "{tmp}/r.sqlite",
+            "--task",
+            "copy",
+            "--train-length",
+            "100000",
+            "--no-progress",
+        ],
+        "posenc.lab.sweep",
+        "run_sweep",
+    ),
+}
+
+
+@pytest.mark.parametrize("failure", OUT_OF_MEMORY)
+@pytest.mark.parametrize("name", MEMORY_HUNGRY)
+def test_running_out_of_memory_in_any_command_is_one_line_naming_it_and_status_2(
+    cli, monkeypatch, tmp_path, name, failure
+):
+    import importlib
+
+    import torch
+
+    argv, module, attribute = MEMORY_HUNGRY[name]
+    kind, message, size = OUT_OF_MEMORY[failure]
+    kind = torch.OutOfMemoryError if kind == "torch.OutOfMemoryError" else kind
+
+    def out_of_memory(*args, **kwargs):
+        raise kind(*message)
+
+    monkeypatch.setattr(importlib.import_module(module), attribute, out_of_memory)
+    run = cli(*(part.format(tmp=tmp_path) for part in argv))
+    command = "posenc lab run" if name == "lab run" else f"posenc {argv[0]}"
+    fragments = [f"{command}: error:", "the sizes asked for do not fit in memory"]
+    run.assert_refused(*fragments, *([size] if size else []))
+
+
+def test_a_runtime_error_that_is_not_running_out_of_memory_is_not_hidden(cli, monkeypatch):
+    import posenc.encodings
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a defect, not the user's sizes")
+
+    monkeypatch.setattr(posenc.encodings, "available", broken)
+    with pytest.raises(RuntimeError, match="a defect"):
+        cli("list")
+
+
+class ClosedPipe(io.StringIO):
+    """A stdout whose reader has gone (``posenc … | head -1`` once head has its line)."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+@pytest.mark.parametrize("argv", [["list"], ["verify"], ["verify", "--json"], ["lab", "presets"]])
+def test_a_closed_stdout_ends_the_command_quietly_with_status_141(monkeypatch, capsys, argv):
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    assert main(argv) == BROKEN_PIPE == 141
+    assert capsys.readouterr().err == ""
 
 
 ROOT = Path(__file__).parents[2]

@@ -31,6 +31,15 @@ def test_report_lab_db_that_is_a_folder_is_refused(cli, tmp_path, no_build):
     )
 
 
+def test_report_lab_db_that_is_not_a_lab_database_is_refused_naming_the_option(cli, tmp_path, no_build):
+    afile = tmp_path / "notes.txt"
+    afile.write_text("not sqlite at all\n" * 100)
+    run = cli("report", "--out", str(tmp_path / "r"), "--lab-db", str(afile))
+    run.assert_refused("--lab-db", str(afile), "not an sqlite database")
+    assert " --db" not in run.err
+    assert afile.read_text() == "not sqlite at all\n" * 100
+
+
 def test_report_says_where_it_wrote(cli, tmp_path, monkeypatch):
     import posenc.report
 

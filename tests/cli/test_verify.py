@@ -103,6 +103,44 @@ def test_bad_input_exits_2_naming_the_value(cli, argv, message):
     cli(*argv).assert_refused(message)
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["verify", "--seq-len", "99999999999"], ["verify", "--all", "--length", "99999999999"]],
+)
+def test_more_positions_than_have_exact_angles_are_refused_before_anything_is_measured(
+    cli, monkeypatch, argv
+):
+    import posenc.analysis
+
+    def measured(*args, **kwargs):
+        raise AssertionError("measured before the length was checked")
+
+    monkeypatch.setattr(posenc.analysis, "dot_by_distance", measured)
+    monkeypatch.setattr(posenc.analysis, "properties", measured)
+    cli(*argv).assert_refused(f"argument {argv[-2]}", "at most 2^27 = 134217728", "got 99999999999")
+
+
+def test_verify_all_refuses_out_naming_both_options(cli, monkeypatch, tmp_path):
+    # --out is the seed 002 check's flat-line plot; --all draws none, so --out would be ignored silently
+    import posenc.analysis
+
+    def measured(*args, **kwargs):
+        raise AssertionError("measured before the options were checked")
+
+    monkeypatch.setattr(posenc.analysis, "properties", measured)
+    cli("verify", "--all", "--out", "/proc/x.png").assert_refused("--out", "--all")
+    cli("verify", "--all", "--out", str(tmp_path / "flat.png")).assert_refused("--out", "--all")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_verify_json_with_out_says_where_it_wrote_on_stderr_and_keeps_stdout_json(cli, tmp_path):
+    run = cli("verify", "--json", "--out", str(tmp_path / "jp"))
+    written = tmp_path / "jp.png"
+    assert run.code == 0 and json.loads(run.out)["holds"] is True
+    assert run.err.splitlines() == [f"flat-line plot written to {written}"]
+    assert written.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 @pytest.mark.parametrize("value", ["-1", "nan", "inf", "-inf", "tight"])
 def test_a_tolerance_that_is_not_a_finite_number_at_least_0_is_refused_not_a_failed_claim(cli, value):
     # exit 1 means "the claim fails"; a tolerance that cannot be met (or compared) is a usage error
@@ -153,3 +191,23 @@ def test_verify_all_prints_the_encoding_by_property_table(cli):
     assert run.code == 0
     assert "shift-invariant logits" in run.out and "explicit" in run.out and "fails 0.613" in run.out
     assert "holds / fails: the measured number" in run.out
+
+
+def test_verify_all_measures_every_other_encoding_when_one_cannot_be_built(cli, monkeypatch):
+    # an encoding whose specimen raised used to stop `verify --all` with a traceback for all of them
+    import posenc
+    from posenc.encodings import ENCODINGS
+
+    class Unbuildable(posenc.PositionalEncoding):
+        kind = "bias"
+
+        def __init__(self) -> None:
+            raise ValueError("this encoding cannot be built")
+
+    monkeypatch.setitem(ENCODINGS, "unbuildable", Unbuildable)
+    run = cli("verify", "--all", "--json")
+    result = json.loads(run.out)
+    assert run.code == 1
+    assert "claim(s) could not be measured: unbuildable bounded" in run.err
+    assert result["unbuildable"]["relative"]["error"] == "ValueError: this encoding cannot be built"
+    assert result["rope"]["relative"]["holds"] is True

@@ -7,6 +7,7 @@ import io
 
 from posenc.lab.cli import configure, main
 from posenc.lab.progress import SweepProgress
+from posenc.lab.records import Records
 from tests.lab.helpers import lab
 
 
@@ -40,8 +41,20 @@ def test_presets_are_listed(capsys):
 
 
 def test_report_without_records_says_so(tmp_path, capsys):
-    assert lab("report", "--db", str(tmp_path / "none.sqlite")) == 1
-    assert "no lab records" in capsys.readouterr().err
+    # an empty database is not a failing claim (exit 1 is verify's): a refusal, exit 2, and no report folder
+    db = tmp_path / "empty.sqlite"
+    Records(db).close()
+    assert lab("report", "--db", str(db)) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == f"posenc lab report: error: no lab records in {db}"
+    assert not (tmp_path / "report").exists()
+
+
+def test_report_of_a_missing_database_is_refused_not_reported_empty(tmp_path, capsys):
+    assert lab("report", "--db", str(tmp_path / "none.sqlite")) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == f"posenc lab report: error: database {str(tmp_path / 'none.sqlite')!r} does not exist"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_progress_bars_draw_overall_and_per_run():

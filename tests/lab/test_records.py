@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 
 from posenc.lab.presets import PRESETS, run_config
@@ -58,3 +60,24 @@ def test_no_records_gives_no_table(tmp_path):
     assert comparison_markdown(tmp_path / "missing.sqlite") is None
     Records(tmp_path / "empty.sqlite").close()
     assert comparison_markdown(tmp_path / "empty.sqlite") is None
+
+
+def test_a_column_that_is_not_valid_json_is_refused_naming_the_database_the_run_and_the_column(tmp_path):
+    db = tmp_path / "r.sqlite"
+    with Records(db) as records:
+        _write(records, "a" * 64, 1.0)
+    with sqlite3.connect(db) as connection:
+        connection.execute("UPDATE runs SET metrics = 'not json'")
+    connection.close()
+    with Records(db, readonly=True) as records, pytest.raises(ValueError) as error:
+        records.rows()
+    message = str(error.value)
+    assert str(db) in message and "a" * 64 in message and "metrics" in message and "not valid JSON" in message
+
+
+def test_opening_a_folder_or_a_missing_file_read_only_says_which(tmp_path):
+    with pytest.raises(ValueError, match="is a folder, not a lab database"):
+        Records(tmp_path, readonly=True)
+    with pytest.raises(ValueError, match="does not exist"):
+        Records(tmp_path / "missing.sqlite", readonly=True)
+    assert list(tmp_path.iterdir()) == []

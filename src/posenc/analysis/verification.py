@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from posenc._memory import out_of_memory
 from posenc._validation import check_positive_int
 from posenc.analysis.dot_product import dot_by_distance
 from posenc.analysis.precision import RECIPES
@@ -74,18 +75,6 @@ class Property:
 
 def _not_applicable(name: str, reason: str) -> Property:
     return Property(name, None, "—", None, reason)
-
-
-#: What torch's allocators say when memory runs out (CPU: "can't allocate memory", CUDA: "out of memory").
-_ALLOCATOR_MESSAGES = ("can't allocate memory", "out of memory", "not enough memory")
-
-
-def out_of_memory(error: BaseException) -> bool:
-    """Whether ``error`` says an allocation failed: the sizes asked for, not the encoding, are at fault,
-    so it is raised on rather than recorded as one encoding's error."""
-    if isinstance(error, MemoryError):
-        return True
-    return isinstance(error, RuntimeError) and any(m in str(error).lower() for m in _ALLOCATOR_MESSAGES)
 
 
 def failed(name: str, error: BaseException) -> Property:

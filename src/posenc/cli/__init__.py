@@ -2,15 +2,22 @@
 
 One module per command, each with ``configure(subparsers)`` (adds its parser, under the name it has
 in :data:`COMMANDS`) and ``run(args) -> int``. :func:`main` turns a user's mistake into one line on
-stderr and exit status 2, and an interrupt into one line and 130; 1 is left to ``verify``'s "the
-claim fails".
+stderr and exit status 2 (sizes that do not fit in memory included), an interrupt into one line and
+130, and a closed stdout (``posenc … | head -1``) into silence and 141; 1 is left to ``verify``'s
+"the claim fails".
+
+An interrupt while Python imports posenc itself (torch, about two seconds) comes before :func:`main`
+runs and still ends in Python's traceback: ``posenc/__init__.py`` imports torch, and the console
+script imports ``posenc.cli`` (hence ``posenc``) before it calls :func:`main`.
 """
 
 from __future__ import annotations
 
 import sys
 
+from posenc._memory import out_of_memory
 from posenc.cli import bench, lab, listing, plot, report, verify
+from posenc.cli.failures import BROKEN_PIPE, memory_message, stdout_closed
 from posenc.cli.options import Parser, UsageError
 
 #: Command name -> its module.
@@ -23,8 +30,11 @@ COMMANDS = {
     "bench": bench,
 }
 
-#: Exit statuses: a refused command line or option value, and an interrupt (128 + SIGINT).
+#: Exit statuses: a refused command line or option value, and an interrupt (128 + SIGINT); a closed
+#: stdout ends with :data:`~posenc.cli.failures.BROKEN_PIPE` (141, 128 + SIGPIPE).
 USAGE_ERROR, INTERRUPTED = 2, 130
+
+__all__ = ["BROKEN_PIPE", "COMMANDS", "INTERRUPTED", "USAGE_ERROR", "main", "parser"]
 
 
 def parser() -> Parser:
@@ -45,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         except SystemExit as done:  # --help and the like have printed what was asked
             return done.code if isinstance(done.code, int) else 0
         where = f"posenc {args.command}"
-        return COMMANDS[args.command].run(args)
+        code = COMMANDS[args.command].run(args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, rather than at exit
+        return code
     except UsageError as error:  # the parser's message names the (sub)command already
         print(error, file=sys.stderr)
         return USAGE_ERROR
@@ -55,3 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{where}: interrupted", file=sys.stderr)
         return INTERRUPTED
+    except BrokenPipeError:  # stdout's reader has gone: nothing to say, and no one to say it to
+        return stdout_closed()
+    except (MemoryError, RuntimeError) as error:  # sizes the user asked for; any other RuntimeError is a bug
+        if not out_of_memory(error):
+            raise
+        print(memory_message(where, error), file=sys.stderr)
+        return USAGE_ERROR

@@ -30,6 +30,31 @@ def positive_int(text: str) -> int:
     return value
 
 
+def _within_exact_angles(value: int) -> int:
+    from posenc.functional.angles import MAX_POSITION  # torch, imported only when a length is given
+
+    if value > MAX_POSITION:
+        raise argparse.ArgumentTypeError(
+            f"must be at most 2^27 = {MAX_POSITION} (the positions with exact angles), got {value}"
+        )
+    return value
+
+
+def position_count(text: str) -> int:
+    """A number of positions 1 … 2^27 (``--length``): positions 0 … n − 1 have exact angles only below
+    2^27, and refusing a longer table here is cheaper than finding out it does not fit in memory."""
+    return _within_exact_angles(positive_int(text))
+
+
+def seq_len(text: str) -> int:
+    """An integer ≤ 2^27 (``verify --seq-len``; its lower bound, 2, is the experiment's own check)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    return _within_exact_angles(value)
+
+
 def tolerance(text: str) -> float:
     """A finite float ≥ 0 (``nan`` would make every comparison fail, a negative one every claim)."""
     try:

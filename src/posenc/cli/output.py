@@ -78,10 +78,19 @@ def write_json(result: dict, path: Path | None) -> None:
 
 
 def console(wide: bool = False) -> rich.console.Console:
-    """A rich console on stdout; ``wide``: 160 columns when stdout is not a terminal (files, pipes)."""
+    """A rich console on stdout; ``wide``: 160 columns when stdout is not a terminal (files, pipes).
+
+    On a closed stdout it raises BrokenPipeError, which :func:`posenc.cli.main` ends quietly with 141;
+    rich's own handling would exit with 1, the status ``posenc verify`` keeps for "the claim fails".
+    """
     from rich.console import Console
 
-    return Console(width=None if not wide or sys.stdout.isatty() else 160)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:  # rich's hook for a BrokenPipeError while writing
+            self.quiet = True
+            raise BrokenPipeError(32, "Broken pipe")
+
+    return _Console(width=None if not wide or sys.stdout.isatty() else 160)
 
 
 def print_table(

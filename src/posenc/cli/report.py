@@ -26,8 +26,7 @@ def configure(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """Write the report (after checking ``--out`` and ``--lab-db``) and say where."""
     writable_folder(args.out, "--out")
-    if args.lab_db.is_dir():
-        raise ValueError(f"--lab-db {str(args.lab_db)!r} is a folder, not a lab records file")
+    _check_lab_db(args.lab_db)
     from posenc.report import build_report
 
     summary = build_report(args.out, lab_db=args.lab_db, progress=not args.no_progress)
@@ -36,3 +35,18 @@ def run(args: argparse.Namespace) -> int:
         f"report written to {summary['out']}/index.html and report.md ({summary['figures']} figures; {lab})"
     )
     return 0
+
+
+def _check_lab_db(path: Path) -> None:
+    """Refuse, before any figure is drawn, a ``--lab-db`` that is a folder or a file that is not a lab
+    database; a missing or empty one is fine (the report says it holds no lab records)."""
+    if path.is_dir():
+        raise ValueError(f"--lab-db {str(path)!r} is a folder, not a lab records file")
+    if not path.exists():
+        return
+    from posenc.lab.records import EmptyDatabase, Records
+
+    try:
+        Records(path, readonly=True, option="--lab-db").close()
+    except EmptyDatabase:
+        pass

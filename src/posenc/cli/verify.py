@@ -29,7 +29,9 @@ def configure(subparsers) -> None:
         "2 on a bad option.",
     )
     parser.add_argument("--d-model", type=int, default=8, help="code width (default 8)")
-    parser.add_argument("--seq-len", type=int, default=15, help="number of positions (default 15)")
+    parser.add_argument(
+        "--seq-len", type=options.seq_len, default=15, help="number of positions, at most 2^27 (default 15)"
+    )
     parser.add_argument(
         "--distances",
         type=options.distances,
@@ -64,9 +66,9 @@ def configure(subparsers) -> None:
     )
     parser.add_argument(
         "--length",
-        type=options.positive_int,
+        type=options.position_count,
         default=256,
-        help="--all: positions each property is measured over (default 256)",
+        help="--all: positions each property is measured over, at most 2^27 (default 256)",
     )
 
 
@@ -117,6 +119,11 @@ def verify_sinusoidal(
 def run(args: argparse.Namespace) -> int:
     """0 when the claim holds within the tolerance, 1 when it does not (``--all``: always 0)."""
     if args.all:
+        if args.out is not None:  # --all measures properties and draws no plot: --out would be ignored
+            raise ValueError(
+                f"--out {str(args.out)!r} is the flat-line plot of the seed 002 check, and --all draws no "
+                "plot; leave out --out or --all"
+            )
         return _run_all(args)
     out = None if args.out is None else writable_file(plot_path(args.out), "--out")
     result = verify_sinusoidal(args.d_model, args.seq_len, args.distances, args.base, args.dtype)
@@ -127,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
         _write_flat_lines(result, out)
     if args.json:
         print(json.dumps(result))
+        if out is not None:  # on stderr, so that stdout stays one JSON document
+            print(f"flat-line plot written to {out}", file=sys.stderr)
     else:
         _print_result(result, pairs=args.pairs, out=out)
     return 0 if result["holds"] else 1
@@ -219,13 +228,19 @@ def _verdict_colour(text: str) -> str | None:
 
 
 def _run_all(args: argparse.Namespace) -> int:
-    from posenc.analysis import properties, specimen
-    from posenc.encodings import available
+    from posenc.analysis import properties_by_name
 
-    table = {name: properties(specimen(name), length=args.length) for name in available()}
+    table = properties_by_name(length=args.length)  # an encoding that raises gets error cells, not a crash
     if args.json:
         result = {name: {p: prop.as_dict() for p, prop in props.items()} for name, props in table.items()}
         print(json.dumps(result, indent=2, ensure_ascii=False))
-        return 0
-    print_table(properties_table(table, args.length), cell_style=_verdict_colour, out=console(wide=True))
+    else:
+        print_table(properties_table(table, args.length), cell_style=_verdict_colour, out=console(wide=True))
+    errors = [f"{name} {claim}" for name, props in table.items() for claim, p in props.items() if p.error]
+    if errors:  # a claim that could not be measured is a failure, not a verdict
+        print(
+            f"posenc verify: {len(errors)} claim(s) could not be measured: {', '.join(errors)}",
+            file=sys.stderr,
+        )
+        return 1
     return 0

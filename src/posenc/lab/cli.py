@@ -11,6 +11,9 @@ import os
 import sys
 from pathlib import Path
 
+from posenc._memory import out_of_memory
+from posenc.cli.failures import memory_message, stdout_closed
+from posenc.cli.output import writable_folder
 from posenc.lab.records import DEFAULT_DB
 
 
@@ -165,10 +168,14 @@ def _run(args: argparse.Namespace) -> int:
         sliding_stride=args.sliding_stride,
         checkpoint_every=args.checkpoint_every,
     )
+    if args.workdir is not None:  # before the database is made: a refused run leaves no database behind
+        writable_folder(args.workdir, "--workdir")
     Records(args.db).close()  # an unwritable or incompatible database stops here, before training
+    workdir = args.workdir
+    if workdir is None:  # after the database, whose refusal says more when its folder is the problem
+        workdir = writable_folder(args.db.parent / "checkpoints", "the default --workdir")
     context = distributed.start(args.parallel, args.device)
     try:
-        workdir = args.workdir if args.workdir is not None else args.db.parent / "checkpoints"
         counts = run_sweep(sweep, db=args.db, workdir=workdir, context=context, progress=args.progress)
     finally:
         distributed.stop(context)
@@ -181,13 +188,28 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    """The database, the preset and --out are checked before anything is drawn. A database that is
+    missing or holds no records is refused like any bad value (2): 1 is ``posenc verify``'s failing
+    claim, and an empty table is not one."""
+    from posenc.lab.presets import check_preset
+    from posenc.lab.records import Records
     from posenc.lab.report import write_report
 
-    out = args.out if args.out is not None else args.db.parent / "report"
+    with Records(args.db, readonly=True) as records:  # missing, a folder, not a lab database: refused
+        rows = records.rows()  # every row decoded: a damaged one is refused before anything is written
+    if args.preset is not None and args.preset not in {row["preset"] for row in rows}:
+        check_preset(args.preset)  # an unknown name is refused with the valid ones listed
+    finished = [row for row in rows if row["status"] == "done" and args.preset in (None, row["preset"])]
+    if not finished:
+        of = "" if args.preset is None else f" of preset {args.preset!r}"
+        raise ValueError(f"no lab records{of} in {args.db}")
+    if args.out is not None:
+        out = writable_folder(args.out, "--out")
+    else:
+        out = writable_folder(args.db.parent / "report", "the default --out")
     markdown = write_report(args.db, out, preset=args.preset)
-    if markdown is None:
-        print(f"no lab records in {args.db}", file=sys.stderr)
-        return 1
+    if markdown is None:  # the records changed since they were counted
+        raise ValueError(f"no lab records in {args.db}")
     print(markdown)
     print(f"written: {out / 'lab.md'}, {out / 'lab_bits_per_position.png'}", file=sys.stderr)
     return 0
@@ -219,14 +241,25 @@ def _interrupted(args: argparse.Namespace) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the chosen lab subcommand; 0 on success, 2 on bad input (the message names it), 130 when
-    interrupted (Ctrl-C: one line on stderr, no traceback)."""
+    """Run the chosen lab subcommand; 0 on success, 2 on bad input (the message names it) and on sizes
+    that do not fit in memory, 130 when interrupted (Ctrl-C: one line on stderr, no traceback), 141
+    when stdout's reader has gone (as :func:`posenc.cli.main`, for ``python -m posenc.lab``)."""
     handlers = {"run": _run, "report": _report, "presets": _presets}
+    where = f"posenc lab {args.lab_command}"
     try:
-        return handlers[args.lab_command](args)
+        code = handlers[args.lab_command](args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, rather than at exit
+        return code
     except (ValueError, TypeError) as error:
-        print(f"posenc lab {args.lab_command}: error: {error}", file=sys.stderr)
+        print(f"{where}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(_interrupted(args), file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return stdout_closed()
+    except (MemoryError, RuntimeError) as error:  # any RuntimeError but running out of memory is a bug
+        if not out_of_memory(error):
+            raise
+        print(memory_message(where, error), file=sys.stderr)
+        return 2

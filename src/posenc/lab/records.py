@@ -61,8 +61,8 @@ _TABLES = {
 }
 
 
-def _refuse(path: Path, why: str) -> ValueError:
-    return ValueError(f"database {str(path)!r} {why}; it was left unchanged (choose another --db)")
+class EmptyDatabase(ValueError):
+    """A database opened read-only that has no tables at all (an empty file is an empty sqlite database)."""
 
 
 class Records:
@@ -71,16 +71,20 @@ class Records:
     Args:
         path: the sqlite file; its directory is created when missing.
         readonly: open an existing database without creating or writing anything.
+        option: the command-line option that named ``path``, which a refusal tells the user to change.
 
     Raises:
-        ValueError: the path cannot be written (or, read-only, does not exist); the file is not an
-            sqlite database, not a lab database, or has another schema version.
+        ValueError: the path cannot be written (or, read-only, does not exist or is a folder); the file
+            is not an sqlite database, not a lab database, or has another schema version.
     """
 
-    def __init__(self, path: str | os.PathLike, *, readonly: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike, *, readonly: bool = False, option: str = "--db") -> None:
         self.path = Path(path)
         self.readonly = readonly
+        self.option = option
         if readonly:
+            if self.path.is_dir():
+                raise ValueError(f"database {str(self.path)!r} is a folder, not a lab database")
             if not self.path.is_file():
                 raise ValueError(f"database {str(self.path)!r} does not exist")
             self._connection = sqlite3.connect(
@@ -93,6 +97,11 @@ class Records:
         except Exception:
             self._connection.close()
             raise
+
+    def _refuse(self, why: str) -> ValueError:
+        return ValueError(
+            f"database {str(self.path)!r} {why}; it was left unchanged (choose another {self.option})"
+        )
 
     def _open_writable(self) -> sqlite3.Connection:
         try:
@@ -110,7 +119,7 @@ class Records:
             connection.execute("BEGIN IMMEDIATE")  # takes the write lock: fails now on a read-only file
             connection.execute("ROLLBACK")
         except sqlite3.DatabaseError as error:
-            raise _refuse(self.path, f"cannot be opened for writing ({error})") from None
+            raise self._refuse(f"cannot be opened for writing ({error})") from None
         return connection
 
     def _check_schema(self) -> None:
@@ -120,10 +129,10 @@ class Records:
                 for row in self._connection.execute("SELECT name FROM sqlite_master WHERE type='table'")
             }
         except sqlite3.DatabaseError as error:
-            raise _refuse(self.path, f"is not an sqlite database ({error})") from None
+            raise self._refuse(f"is not an sqlite database ({error})") from None
         if not tables:
             if self.readonly:
-                raise ValueError(f"database {str(self.path)!r} holds no lab records")
+                raise EmptyDatabase(f"database {str(self.path)!r} holds no lab records")
             with self._transaction():
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
@@ -134,12 +143,11 @@ class Records:
                 )
             return
         if "meta" not in tables:
-            raise _refuse(self.path, "is not a posenc lab database (no meta table)")
+            raise self._refuse("is not a posenc lab database (no meta table)")
         row = self._connection.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         version = None if row is None else row[0]
         if version != str(SCHEMA_VERSION):
-            raise _refuse(
-                self.path,
+            raise self._refuse(
                 f"has schema version {version}, and this posenc reads version {SCHEMA_VERSION} only",
             )
         self._check_tables(tables)
@@ -148,13 +156,10 @@ class Records:
         """Refuse a database whose tables are not those of this schema (before any write fails on them)."""
         for table, columns in _TABLES.items():
             if table not in tables:
-                raise _refuse(
-                    self.path, f"has no {table} table (a lab database holds {' and '.join(_TABLES)})"
-                )
+                raise self._refuse(f"has no {table} table (a lab database holds {' and '.join(_TABLES)})")
             found = tuple(row[1] for row in self._connection.execute(f"PRAGMA table_info({table})"))
             if found != columns:
-                raise _refuse(
-                    self.path,
+                raise self._refuse(
                     f"has a {table} table with columns {', '.join(found)}, not {', '.join(columns)}",
                 )
 
@@ -238,6 +243,16 @@ class Records:
         for values in cursor.fetchall():
             row = dict(zip(names, values, strict=True))
             for column in _COLUMNS:
-                row[column] = None if row[column] is None else json.loads(row[column])
+                row[column] = None if row[column] is None else self._decode(row, column)
             result.append(row)
         return result
+
+    def _decode(self, row: dict, column: str) -> object:
+        try:
+            return json.loads(row[column])
+        except json.JSONDecodeError as error:
+            raise ValueError(
+                f"database {str(self.path)!r}: run {row['config_hash']} ({row['task']}, {row['encoding']}, "
+                f"seed {row['seed']}) has a {column} column that is not valid JSON ({error}); delete that "
+                "row or choose another database"
+            ) from None

@@ -35,6 +35,7 @@ def not_timed(monkeypatch):
         (["--rounds", "0"], ["--rounds", "got 0"]),
         (["--rounds", "many"], ["--rounds", "'many'"]),
         (["--json", "/proc/x.json"], ["--json", "/proc/x.json", "cannot create files in '/proc'"]),
+        (["--length", "99999999999"], ["--length", "at most 2^27 = 134217728", "got 99999999999"]),
     ],
 )
 def test_bad_options_are_refused_in_one_line_before_any_timing(cli, not_timed, argv, fragments):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from posenc.cli.bench.options import add_json, add_rounds
-from posenc.cli.options import positive_int
+from posenc.cli.options import position_count, positive_int
 from posenc.cli.output import console, print_table, writable_file, write_json
 from posenc.table import Column, Table
 
@@ -17,7 +17,9 @@ def configure(subparsers) -> None:
     parser = subparsers.add_parser(
         "sinusoidal", help="sinusoidal_table against the float32 and float64 recipes"
     )
-    parser.add_argument("--length", type=positive_int, default=4096, help="positions (default 4096)")
+    parser.add_argument(
+        "--length", type=position_count, default=4096, help="positions, at most 2^27 (default 4096)"
+    )
     parser.add_argument("--d-model", type=positive_int, default=512, help="code width, even (default 512)")
     add_rounds(parser, str(ROUNDS))
     add_json(parser)
