@@ -46,7 +46,7 @@ def test_a_malformed_command_line_is_one_line_on_stderr_and_status_2(cli, argv, 
 INTERRUPTIBLE = {
     "list": (["list"], "posenc.encodings", "available"),
     "verify": (["verify"], "posenc.analysis", "dot_by_distance"),
-    "verify --all": (["verify", "--all"], "posenc.analysis", "properties"),
+    "verify --all": (["verify", "--all"], "posenc.analysis", "properties_by_name"),
     "plot": (["plot", "alibi", "--out", "{tmp}"], "posenc.plots.gallery", "figures"),
     "report": (["report", "--out", "{tmp}"], "posenc.report", "build_report"),
     "bench": (["bench", "sinusoidal"], "posenc.bench.sinusoidal", "run"),

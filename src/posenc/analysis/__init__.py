@@ -16,7 +16,7 @@ from posenc.analysis.rotation import (
     sinusoidal_shift_matrix,
 )
 from posenc.analysis.shift import attention_logits, logit_shift_change, position_sensitivity
-from posenc.analysis.specimens import specimen, specimen_arguments
+from posenc.analysis.specimens import SPECIMEN_KWARGS, specimen, specimen_arguments
 from posenc.analysis.spectrum import scaled_inv_freq, scaling_examples, wavelengths
 from posenc.analysis.tables import (
     bias_by_distance,
@@ -29,6 +29,7 @@ from posenc.analysis.trajectory import pair_channels, rotation_trajectory
 from posenc.analysis.verification import PROPERTY_NAMES, Property, failed, properties, properties_by_name
 
 __all__ = [
+    "SPECIMEN_KWARGS",
     "PROPERTY_NAMES",
     "specimen_arguments",
     "DistanceSummary",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+
 import torch
 
-from posenc.encodings import PositionalEncoding, build, encoding_class
+from posenc.encodings import PositionalEncoding, available, build, encoding_class
 
 
 def specimen_arguments(name: str) -> dict:
@@ -26,3 +28,23 @@ def specimen(name: str, *, seed: int = 0) -> PositionalEncoding:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return build(name, **specimen_arguments(name)).eval()
+
+
+class _SpecimenArguments(Mapping):
+    """name -> :func:`specimen_arguments` of every registered encoding, read from the encodings when asked."""
+
+    def __getitem__(self, name: str) -> dict:
+        if name not in available():
+            raise KeyError(name)
+        return specimen_arguments(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(available())
+
+    def __len__(self) -> int:
+        return len(available())
+
+
+#: The specimen arguments of every registered encoding as a read-only mapping (once a dict of this module;
+#: each encoding now declares its own ``specimen_kwargs``).
+SPECIMEN_KWARGS: Mapping[str, dict] = _SpecimenArguments()

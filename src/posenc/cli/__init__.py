@@ -19,6 +19,7 @@ from posenc._memory import out_of_memory
 from posenc.cli import bench, lab, listing, plot, report, verify
 from posenc.cli.failures import BROKEN_PIPE, memory_message, stdout_closed
 from posenc.cli.options import Parser, UsageError
+from posenc.cli.verify import verify_sinusoidal  # noqa: F401  (its former place)
 
 #: Command name -> its module.
 COMMANDS = {
