@@ -147,6 +147,60 @@ def as_positions(
     return positions.to(dtype=torch.int64, device=device)
 
 
+def as_coordinates(
+    positions: torch.Tensor | Iterable,
+    axes: int,
+    *,
+    device: torch.device | str | None = None,
+    name: str = "positions",
+) -> torch.Tensor:
+    """Positions on ``axes`` coordinate axes, ``[..., s, axes]``: int64 when they are integers (exact),
+    float64 when they are floats (used as given).
+
+    Raises:
+        TypeError: bool or complex coordinates, something that is not a tensor or a nested sequence.
+        ValueError: a last dimension that is not ``axes`` (the number of coordinate columns), no
+            sequence dimension, no tokens, non-finite coordinates (the first one is named).
+    """
+    if not isinstance(positions, torch.Tensor):
+        try:
+            positions = torch.as_tensor(positions)
+        except (TypeError, ValueError, RuntimeError) as error:
+            raise TypeError(
+                f"{name} must be a tensor of coordinates [..., s, {axes}], got {positions!r}"
+            ) from error
+    if positions.dtype == torch.bool or positions.dtype.is_complex:
+        raise TypeError(f"{name} must hold integer or real coordinates, got dtype {positions.dtype}")
+    if positions.dim() < 2 or positions.shape[-1] != axes:
+        raise ValueError(
+            f"{name} must be [..., s, {axes}] with one column per coordinate axis ({axes}), got shape "
+            f"{tuple(positions.shape)}"
+        )
+    if positions.numel() == 0:
+        raise ValueError(f"{name} must not be empty, got shape {tuple(positions.shape)}")
+    if positions.dtype.is_floating_point:
+        positions = positions.to(dtype=torch.float64, device=device)
+        if not torch.compiler.is_compiling():
+            bad = positions[~torch.isfinite(positions)]
+            if bad.numel():
+                raise ValueError(f"{name} must be finite coordinates, got {float(bad[0])}")
+        return positions
+    return positions.to(dtype=torch.int64, device=device)
+
+
+def check_positive_ints(name: str, values: object, *, even: bool = False) -> tuple[int, ...]:
+    """A non-empty sequence of positive ints (even ones with ``even``), each named by its index."""
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise TypeError(
+            f"{name} must be a sequence of positive ints, got {values!r} ({type(values).__name__})"
+        )
+    values = tuple(values)
+    if not values:
+        raise ValueError(f"{name} must hold at least one value, got {values!r}")
+    check = check_even_positive_int if even else check_positive_int
+    return tuple(check(f"{name}[{index}]", value) for index, value in enumerate(values))
+
+
 #: Positions beyond ±2^62 are refused where distances are taken: the distance of two could overflow int64.
 MAX_ABS_POSITION = 1 << 62
 

@@ -77,11 +77,14 @@ _TWO_PI_PIECES = split_exact(_TWO_PI)
 _INV_TWO_PI = float(1 / _TWO_PI)
 
 
-def reduced_angles(positions: torch.Tensor, frequency_pieces: torch.Tensor) -> torch.Tensor:
+def reduced_angles(
+    positions: torch.Tensor, frequency_pieces: torch.Tensor, *, per_frequency: bool = False
+) -> torch.Tensor:
     """Angles congruent to pos·ω modulo 2π, in [−π, π] up to 1e-7, exact to a few 1e-16 (ω ≤ 1).
 
     Args:
-        positions: integer tensor of any shape ``[...]`` with |pos| < MAX_POSITION.
+        positions: integer tensor of any shape ``[...]`` with |pos| < MAX_POSITION (``[..., f]``, one
+            per frequency, with ``per_frequency``).
         frequency_pieces: float64 ``[f, N_PIECES]`` from :func:`split_exact` or
             :func:`split_frequencies`; row k sums to ω_k.
 
@@ -94,13 +97,20 @@ def reduced_angles(positions: torch.Tensor, frequency_pieces: torch.Tensor) -> t
         raise ValueError(
             f"positions must satisfy |position| < 2^27 = {MAX_POSITION} for exact angles, got {largest}"
         )
-    return reduced_angles_unchecked(positions, frequency_pieces)
+    return reduced_angles_unchecked(positions, frequency_pieces, per_frequency=per_frequency)
 
 
-def reduced_angles_unchecked(positions: torch.Tensor, frequency_pieces: torch.Tensor) -> torch.Tensor:
+def reduced_angles_unchecked(
+    positions: torch.Tensor, frequency_pieces: torch.Tensor, *, per_frequency: bool = False
+) -> torch.Tensor:
     """:func:`reduced_angles` without the checks (no host synchronisation): tensor ops only, for
-    compiled graphs. Positions must be integers with |pos| < MAX_POSITION."""
-    pos = positions.to(torch.float64).unsqueeze(-1)  # [..., 1], exact
+    compiled graphs. Positions must be integers with |pos| < MAX_POSITION.
+
+    ``per_frequency``: positions ``[..., f]`` give frequency k its own position (the coordinate of the
+    axis it turns with, for RoPE on several axes) instead of one position ``[...]`` for every frequency.
+    """
+    pos = positions.to(torch.float64)  # exact
+    pos = pos if per_frequency else pos.unsqueeze(-1)  # [..., f] or [..., 1]
     pieces = frequency_pieces.to(device=pos.device, dtype=torch.float64).T.contiguous()  # [P, f]
     # Whole turns from the float64 product pos·ω, within 1e-7 of the exact turn count, so the
     # result lands in [−π, π] up to that; |n| < 2^25, so every n·T_p is exact.
@@ -113,8 +123,30 @@ def reduced_angles_unchecked(positions: torch.Tensor, frequency_pieces: torch.Te
 
 
 def exact_cos_sin(
-    positions: torch.Tensor, frequency_pieces: torch.Tensor
+    positions: torch.Tensor, frequency_pieces: torch.Tensor, *, per_frequency: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin of pos·ω in float64 ``[..., f]``, each within a few float64 roundings of exact."""
-    angle = reduced_angles(positions, frequency_pieces)
+    angle = reduced_angles(positions, frequency_pieces, per_frequency=per_frequency)
     return torch.cos(angle), torch.sin(angle)
+
+
+def coordinate_angles(
+    positions: torch.Tensor, frequency_pieces: torch.Tensor, axis: torch.Tensor
+) -> torch.Tensor:
+    """Angles of positions on several axes: frequency k turns with coordinate ``axis[k]``; float64 ``[..., f]``.
+
+    Integer coordinates give exact angles (reduced as :func:`reduced_angles`); float coordinates are
+    used as given and multiplied by ω_k in float64 (an absolute error of about |pos·ω|·2^-53: 1e-10
+    rad at 10^6, against 0.06 rad for the float32 recipe at 2^20).
+
+    Args:
+        positions: ``[..., n]`` coordinates (int64 or float64) with |pos| < MAX_POSITION.
+        frequency_pieces: float64 ``[f, N_PIECES]``.
+        axis: int64 ``[f]``, each in 0 … n − 1.
+    """
+    per_frequency = positions[..., axis.to(positions.device)]  # [..., f]: each frequency's coordinate
+    if per_frequency.dtype.is_floating_point:
+        return per_frequency * frequency_pieces.to(per_frequency.device).sum(dim=-1)
+    if torch.compiler.is_compiling():
+        return reduced_angles_unchecked(per_frequency, frequency_pieces, per_frequency=True)
+    return reduced_angles(per_frequency, frequency_pieces, per_frequency=True)

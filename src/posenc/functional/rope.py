@@ -28,6 +28,7 @@ import torch
 
 from posenc import backends
 from posenc._validation import (
+    as_coordinates,
     as_positions,
     check_bool,
     check_choice,
@@ -38,9 +39,10 @@ from posenc._validation import (
     check_positive_float,
     check_positive_floats,
     check_positive_int,
+    check_positive_ints,
 )
 from posenc.backends import check_backend
-from posenc.functional.angles import exact_cos_sin, split_frequencies
+from posenc.functional.angles import coordinate_angles, exact_cos_sin, split_frequencies
 from posenc.kernels import rope_cpu, rope_triton
 
 LAYOUTS = ("half", "interleaved")
@@ -299,37 +301,133 @@ def _checked_scaling_args(scaling: str, rotary_dim: int, scaling_args: dict) -> 
     return checked
 
 
+#: How a spectrum is split among axes (:func:`rope_section_axes`): Qwen2-VL's runs, Qwen3-VL's interleaving.
+SECTION_LAYOUTS = ("contiguous", "interleaved")
+
+
+def rope_axial_frequencies(
+    axes: Sequence[int], *, base: float = 10000.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Axial RoPE: each coordinate axis rotates its own channels with its own frequencies, concatenated.
+
+    Axis a takes d_a channels (d_a/2 pairs) with θ_{a,i} = base^(−2i/d_a), i = 0 … d_a/2 − 1: the
+    construction of Flux / diffusers' ``FluxPosEmbed`` (``axes_dim``), RoPE-ViT's axial variant
+    (Heo et al., 2024, https://arxiv.org/abs/2403.13298), timm's ``RotaryEmbeddingCat`` and
+    rotary-embedding-torch's ``get_axial_freqs``. The pairs follow the axes in order, so both layouts
+    apply unchanged: ``"interleaved"`` pairs (2k, 2k+1) as Flux, ``"half"`` pairs (k, k + r/2).
+
+    Args:
+        axes: the rotary width d_a of each axis (even), r = Σ d_a.
+        base: ``theta`` of every axis.
+
+    Returns:
+        ``(inv_freq [r/2] float64, axis [r/2] int64)``: the frequency of each pair and the axis it turns with.
+
+    Raises:
+        ValueError: an odd or non-positive width (named by its index), a non-positive base.
+        TypeError: widths that are not a sequence of ints.
+    """
+    widths = check_positive_ints("axes", axes, even=True)
+    base = check_positive_float("base", base)
+    inv_freq = torch.cat([_default(width, base)[0] for width in widths])  # [r/2]
+    axis = torch.cat([torch.full((width // 2,), a, dtype=torch.int64) for a, width in enumerate(widths)])
+    return inv_freq, axis
+
+
+def rope_section_axes(sections: Sequence[int], *, layout: str = "contiguous") -> torch.Tensor:
+    """The axis each frequency of one RoPE spectrum turns with when it is split among axes (M-RoPE).
+
+    ``sections`` (s_1 … s_n) counts the pairs of each axis, Σ s_a = r/2, as Qwen2-VL's
+    ``mrope_section`` (Wang et al., 2024, https://arxiv.org/abs/2409.12191) with axes (t, h, w):
+
+    - ``"contiguous"`` (Qwen2-VL, Qwen2.5-VL): pairs 0 … s_1 − 1 turn with axis 0, the next s_2 with
+      axis 1, and so on; the frequencies are the 1-D spectrum θ_k = base^(−2k/r) unchanged.
+    - ``"interleaved"`` (Qwen3-VL): pair k turns with axis a = k mod n when a ≥ 1 and k < n·s_a, with
+      axis 0 otherwise, so that every axis sees high and low frequencies.
+
+    Returns:
+        int64 ``[r/2]``.
+
+    Raises:
+        ValueError: non-positive section sizes (named), an unknown layout; with ``"interleaved"``,
+            sections that the interleaving cannot give (n·s_a > r/2 for an axis a ≥ 1).
+        TypeError: sections that are not a sequence of ints.
+    """
+    sections = check_positive_ints("sections", sections)
+    layout = check_choice("layout", layout, SECTION_LAYOUTS)
+    pairs, n = sum(sections), len(sections)
+    if layout == "contiguous":
+        return torch.cat([torch.full((size,), a, dtype=torch.int64) for a, size in enumerate(sections)])
+    k = torch.arange(pairs)
+    axis = torch.zeros(pairs, dtype=torch.int64)
+    for a in range(1, n):
+        if n * sections[a] > pairs:
+            raise ValueError(
+                f"interleaved sections {sections} cannot give axis {a} {sections[a]} pairs: the interleaving "
+                f"takes every {n}th pair below {n}·{sections[a]} = {n * sections[a]}, past the {pairs} pairs"
+            )
+        axis[(k % n == a) & (k < n * sections[a])] = a
+    return axis
+
+
+def check_frequency_axes(axis: object, pairs: int) -> torch.Tensor:
+    """``axis`` as int64 ``[pairs]`` of axis indices 0 … n − 1, every axis used (a ValueError naming it)."""
+    if not isinstance(axis, torch.Tensor) or axis.dim() != 1 or axis.dtype.is_floating_point:
+        raise ValueError(f"axis must be a 1-d integer tensor [r/2], got {getattr(axis, 'shape', axis)!r}")
+    if axis.shape[0] != pairs:
+        raise ValueError(f"axis must name the axis of each of the {pairs} frequencies, got {axis.shape[0]}")
+    axis = axis.to(torch.int64)
+    if int(axis.min()) < 0 or set(axis.tolist()) != set(range(int(axis.max()) + 1)):
+        raise ValueError(
+            f"axis must use every axis 0 … n − 1 and no other, got axes {sorted(set(axis.tolist()))}"
+        )
+    return axis
+
+
 def rope_cos_sin(
     positions: torch.Tensor | int,
     inv_freq: torch.Tensor,
     *,
     dtype: torch.dtype = torch.float32,
     attention_factor: float = 1.0,
+    axis: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin of pos·θ_k (times ``attention_factor``), exact from integer positions, cast once.
 
     The angle is reduced modulo 2π exactly (:mod:`posenc.functional.angles`) from the float64
     frequencies, so float32 values are within one rounding of the exact ones at any position < 2^27.
+    On several axes (``axis`` given) frequency k turns with coordinate ``axis[k]`` of each position:
+    integer coordinates stay exact, float ones are used as given with the angle in float64.
 
     Args:
-        positions: integer positions ``[s]`` or ``[b, s]`` (or an int length).
+        positions: integer positions ``[s]`` or ``[b, s]`` (or an int length); with ``axis``,
+            coordinates ``[s, n]`` or ``[b, s, n]``, integer or float.
         inv_freq: frequencies ``[r/2]`` (any float dtype; used as float64).
+        axis: the axis of each frequency, int ``[r/2]`` (from :func:`rope_axial_frequencies` or
+            :func:`rope_section_axes`); None for one axis.
 
     Returns:
         ``(cos, sin)``, each ``[..., s, r/2]`` in ``dtype``.
 
     Raises:
-        ValueError: non-integer positions, ``inv_freq`` not 1-d, an attention factor that is not
-            positive and finite.
+        ValueError: non-integer positions on one axis, coordinates without a column for every axis
+            named in ``axis``, non-finite coordinates, ``inv_freq`` not 1-d or of another length than
+            ``axis``, an attention factor that is not positive and finite.
         TypeError: a non-float ``dtype`` or ``inv_freq`` (integer, bool or complex).
     """
-    positions = as_positions(positions)
     check_float_dtype("dtype", dtype)
     if not isinstance(inv_freq, torch.Tensor) or inv_freq.dim() != 1:
         raise ValueError(f"inv_freq must be a 1-d tensor [r/2], got {getattr(inv_freq, 'shape', inv_freq)}")
     check_float_tensor("inv_freq", inv_freq)
     attention_factor = check_positive_float("attention_factor", attention_factor)
-    cos, sin = exact_cos_sin(positions, split_frequencies(inv_freq.to(torch.float64)))  # [..., r/2] float64
+    pieces = split_frequencies(inv_freq.to(torch.float64))
+    if axis is None:
+        cos, sin = exact_cos_sin(as_positions(positions), pieces)  # [..., r/2] float64
+    else:
+        axis = check_frequency_axes(axis, inv_freq.shape[0])
+        positions = as_coordinates(positions, int(axis.max()) + 1)  # [..., s, n]
+        angle = coordinate_angles(positions, pieces, axis)  # [..., s, r/2]
+        cos, sin = torch.cos(angle), torch.sin(angle)
     if attention_factor != 1.0:
         cos, sin = cos * attention_factor, sin * attention_factor
     return cos.to(dtype), sin.to(dtype)
