@@ -50,23 +50,37 @@ class KVCache:
 
     keys: torch.Tensor | None = None  # [b, h_kv, t, d]
     values: torch.Tensor | None = None  # [b, h_kv, t, d]
-    positions: torch.Tensor | None = None  # [t] or [b, t]
+    positions: torch.Tensor | None = None  # [t] or [b, t]; on n axes [t, n] or [b, t, n]
     length: int = field(default=0)
 
-    def append(self, keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor) -> None:
+    def append(
+        self, keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor, columns: int = 1
+    ) -> None:
+        """Add keys and values ``[b, h_kv, s, d]`` at ``positions`` (``columns`` coordinates each)."""
         if self.keys is None:
             self.keys, self.values, self.positions = keys, values, positions
         else:
+            shared = 1 if columns == 1 else 2  # the dimensions of positions shared by the batch
             if positions.dim() != self.positions.dim():  # one of them per batch row: align both
                 batch = keys.shape[0]
-                self.positions = (
-                    self.positions.expand(batch, -1) if self.positions.dim() == 1 else self.positions
-                )
-                positions = positions.expand(batch, -1) if positions.dim() == 1 else positions
+                self.positions = _per_row(self.positions, batch, shared)
+                positions = _per_row(positions, batch, shared)
             self.keys = torch.cat((self.keys, keys), dim=2)
             self.values = torch.cat((self.values, values), dim=2)
-            self.positions = torch.cat((self.positions, positions), dim=-1)
+            self.positions = torch.cat((self.positions, positions), dim=-shared)
         self.length = self.keys.shape[2]
+
+    def next_position(self, columns: int = 1) -> int:
+        """Where the next token goes by default: the cache's length on one axis; on several, one past
+        its largest coordinate (text after an image continues there, as M-RoPE's ``rope_deltas`` give)."""
+        if columns == 1 or self.positions is None:
+            return self.length
+        return int(self.positions.max()) + 1
+
+
+def _per_row(positions: torch.Tensor, batch: int, shared: int) -> torch.Tensor:
+    """Positions with a batch dimension: ``[t(, n)]`` expanded to ``[b, t(, n)]``."""
+    return positions.expand(batch, *positions.shape) if positions.dim() == shared else positions
 
 
 @functools.lru_cache(maxsize=1)
@@ -139,13 +153,15 @@ class MultiHeadAttention(nn.Module):
         """
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape [b, s, d_model={self.d_model}], got {tuple(x.shape)}")
-        return self.forward_at(x, continued_positions(positions, x, cache), cache)
+        return self.forward_at(
+            x, continued_positions(positions, x, cache, self.encoding.position_columns), cache
+        )
 
     def forward_at(
         self, x: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None
     ) -> torch.Tensor:
-        """:meth:`forward` at positions already resolved (``[s]`` or ``[b, s]`` int64 on x's device),
-        as a model resolves them once for all its layers."""
+        """:meth:`forward` at positions already resolved (``[s]`` or ``[b, s]`` int64 on x's device, or
+        coordinates ``[s, n]`` / ``[b, s, n]``), as a model resolves them once for all its layers."""
         b, s, _ = x.shape
         q = self.q_proj(x).view(b, s, self.n_heads, self.d_head).transpose(1, 2)  # [b, h, s, d]
         k = self.k_proj(x).view(b, s, self.n_kv_heads, self.d_head).transpose(1, 2)  # [b, h_kv, s, d]
@@ -155,10 +171,10 @@ class MultiHeadAttention(nn.Module):
             k_positions = positions
         elif self.encoding.rotated_keys_are_cacheable:
             q, k = self.encoding.rotate(q, k, positions, positions)
-            cache.append(k, v, positions)
+            cache.append(k, v, positions, self.encoding.position_columns)
             k, v, k_positions = cache.keys, cache.values, cache.positions  # [b, h_kv, t, d], [t] / [b, t]
         else:  # the cache holds unrotated keys: every key is rotated with this call's queries
-            cache.append(k, v, positions)
+            cache.append(k, v, positions, self.encoding.position_columns)
             k, v, k_positions = cache.keys, cache.values, cache.positions
             q, k = self.encoding.rotate(q, k, positions, k_positions)
         out = self.attend(q, k, v, positions, k_positions)  # [b, h, s, d]
@@ -261,14 +277,13 @@ class MultiHeadAttention(nn.Module):
 
 
 def continued_positions(
-    positions: torch.Tensor | None, x: torch.Tensor, cache: KVCache | None
+    positions: torch.Tensor | None, x: torch.Tensor, cache: KVCache | None, columns: int = 1
 ) -> torch.Tensor:
-    """Positions of x's tokens ``[s]`` or ``[b, s]``: those given, or the cache's continuation
-    ``cache.length + arange(s)`` (from 0 without a cache). The one place the KV offset is read."""
-    if positions is None:
-        start = cache.length if cache is not None else 0
-        positions = torch.arange(start, start + x.shape[1], device=x.device)
-    return resolve_positions(positions, x, seq_dim=1)
+    """Positions of x's tokens ``[s]`` or ``[b, s]`` (``[s, n]`` / ``[b, s, n]`` with n columns): those
+    given, or the cache's continuation from ``cache.next_position`` (from 0 without a cache), on every
+    axis. The one place the KV offset is read."""
+    start = 0 if cache is None else cache.next_position(columns)
+    return resolve_positions(positions, x, seq_dim=1, columns=columns, start=start)
 
 
 def _sum(bias: torch.Tensor | None, terms: torch.Tensor | None) -> torch.Tensor | None:

@@ -150,14 +150,18 @@ class TransformerLM(nn.Module):
     ) -> torch.Tensor:
         """tokens ``[b, s]`` -> logits ``[b, s, vocab]``.
 
-        positions: ``[s]`` or ``[b, s]`` (default: continue the caches, else 0 … s−1).
+        positions: ``[s]`` or ``[b, s]``, or coordinates ``[s, n]`` / ``[b, s, n]`` for an encoding on n
+            axes (default: continue the caches, else 0 … s−1, on every axis).
         caches: from :meth:`new_caches`; each call appends its keys and values.
         """
         if tokens.dim() != 2:
             raise ValueError(f"tokens must have shape [b, s], got {tuple(tokens.shape)}")
         check_token_ids(tokens, self.vocab_size)
         x = self.token_embedding(tokens)  # [b, s, d − added]
-        positions = continued_positions(positions, x, caches[0] if caches else None)  # once for every layer
+        cache = caches[0] if caches else None
+        positions = continued_positions(
+            positions, x, cache, self.encoding.position_columns
+        )  # once for all layers
         x = self.encoding.embed(x, positions)  # [b, s, d]
         for index, block in enumerate(self.blocks):
             x = block(x, positions, caches[index] if caches else None)

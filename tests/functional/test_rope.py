@@ -263,7 +263,7 @@ def test_xpos_makes_the_product_relative_and_decaying():
         ),
         (
             lambda: apply_rope(torch.zeros(1, 1, 4, 8), torch.zeros(3, 4), torch.zeros(3, 4)),
-            r"cos and sin must be \[s, r/2\] or \[b, s, r/2\] with s = 4",
+            r"cos and sin must be \[s, r/2\] or \[b, s, r/2\] \(or per head \[b, h, s, r/2\] for a 4-d x\) with s = 4",
         ),
         (
             lambda: apply_rope(torch.zeros(1, 1, 4, 8), torch.zeros(4, 8), torch.zeros(4, 8), rotary_dim=16),
@@ -448,3 +448,18 @@ def test_cos_and_sin_on_another_device_than_x_are_refused_naming_both():
         apply_rope(x, table, torch.zeros(4, 4))
     with pytest.raises(ValueError, match="sin is on meta and x on cpu; they must share a device"):
         apply_rope(x, torch.zeros(4, 4), table)
+
+
+def test_per_head_tables_rotate_each_head_by_its_own_angles_on_every_backend_that_takes_them():
+    x = torch.randn(2, 3, 5, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    angles = torch.rand(1, 3, 5, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    got = apply_rope(x, angles.cos(), angles.sin(), layout="interleaved")  # auto: eager for per-head tables
+    for head in range(3):
+        expected = apply_rope(x[:, head], angles[0, head].cos(), angles[0, head].sin(), layout="interleaved")
+        torch.testing.assert_close(got[:, head], expected, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="per-head tables"):
+        apply_rope(x.float(), angles.cos().float(), angles.sin().float(), backend="native")
+    with pytest.raises(
+        ValueError, match=r"per-head cos and sin of shape \(1, 2, 5, 4\) must have batch and heads 1"
+    ):
+        apply_rope(x, angles[:, :2].cos(), angles[:, :2].sin())

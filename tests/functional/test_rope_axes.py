@@ -15,7 +15,7 @@ from posenc.functional.rope import (
     rope_inv_freq,
     rope_section_axes,
 )
-from tests.reference.axes_loop import axial_angles, axial_rope_vector, mrope_axis, mrope_vector
+from tests.reference.axes_loop import axial_rope_vector, mrope_axis, mrope_vector
 
 
 @pytest.mark.parametrize("widths", [(16, 56, 56), (32, 32), (8,), (2, 6, 4)])

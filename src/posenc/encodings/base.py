@@ -17,7 +17,8 @@ that declares none of them: analysis, figures and the report read only the views
 Notation used for tensor shapes:
     b batch, s sequence, h heads, d width (d_head per head), i / j query / key positions.
 
-Positions are explicit integer tensors, ``[s]`` (shared by the batch) or ``[b, s]``;
+Positions are explicit tensors: integers ``[s]`` (shared by the batch) or ``[b, s]`` on one axis,
+coordinates ``[s, n]`` or ``[b, s, n]`` on n axes (integer or float; see ``position_columns``);
 ``None`` means ``arange(s)``. A KV-cache offset or a packed sequence is expressed as
 positions, so one contract covers training, decoding and packing.
 """
@@ -32,7 +33,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from posenc._validation import as_positions, check_float_tensor
+from posenc._validation import as_coordinates, as_positions, check_float_tensor
 
 KINDS = ("additive", "rotary", "bias", "none")
 #: The sizes of a model an encoding may take from it, as constructor argument names.
@@ -46,24 +47,37 @@ def trainable_parameters(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
 
-def resolve_positions(positions: torch.Tensor | None, x: torch.Tensor, *, seq_dim: int) -> torch.Tensor:
-    """Positions for the sequence axis ``seq_dim`` of x: ``[s]`` or ``[b, s]`` int64 on x's device.
+def resolve_positions(
+    positions: torch.Tensor | None, x: torch.Tensor, *, seq_dim: int, columns: int = 1, start: int = 0
+) -> torch.Tensor:
+    """Positions for the sequence axis ``seq_dim`` of x, on x's device.
+
+    One column (``columns=1``): ``[s]`` or ``[b, s]``, int64. Several (positions on n axes):
+    ``[s, n]`` or ``[b, s, n]``, int64 or float64 (:func:`posenc._validation.as_coordinates`).
+    None means ``start … start + s − 1``, on every axis (the diagonal, where M-RoPE puts text).
 
     Raises:
-        ValueError: non-integer positions, or a shape that does not match x.
+        ValueError: non-integer positions on one axis, non-finite coordinates, a shape that does not
+            match x or the number of columns.
     """
     seq_len = x.shape[seq_dim]
     if positions is None:
-        return torch.arange(seq_len, device=x.device)
-    positions = as_positions(positions, device=x.device)
+        line = torch.arange(start, start + seq_len, device=x.device)
+        return line if columns == 1 else line[:, None].expand(seq_len, columns)
     batch = x.shape[0]
-    if positions.dim() == 1 and positions.shape[0] == seq_len:
-        return positions
-    if positions.dim() == 2 and positions.shape == (batch, seq_len):
-        return positions
+    if columns == 1:
+        positions = as_positions(positions, device=x.device)
+        if positions.shape in ((seq_len,), (batch, seq_len)):
+            return positions
+        expected = f"[{seq_len}] or [{batch}, {seq_len}]"
+    else:
+        positions = as_coordinates(positions, columns, device=x.device)
+        if positions.shape in ((seq_len, columns), (batch, seq_len, columns)):
+            return positions
+        expected = f"[{seq_len}, {columns}] or [{batch}, {seq_len}, {columns}]"
     raise ValueError(
-        f"positions must have shape [{seq_len}] or [{batch}, {seq_len}] to match an input of shape "
-        f"{tuple(x.shape)}, got {tuple(positions.shape)}"
+        f"positions must have shape {expected} to match an input of shape {tuple(x.shape)}, "
+        f"got {tuple(positions.shape)}"
     )
 
 
@@ -188,6 +202,12 @@ class PositionalEncoding(nn.Module):
         if "d_head" in arguments and self.d_head is not None and not (d_model and n_heads):
             arguments["d_head"] = self.d_head  # d_model / n_heads is not known: keep the instance's own
         return arguments
+
+    @property
+    def position_columns(self) -> int:
+        """Columns of a position tensor this encoding takes: 1 for ``[s]`` / ``[b, s]`` (Swin's window
+        index included), n for coordinates on n axes, ``[s, n]`` / ``[b, s, n]``."""
+        return 1
 
     @property
     def acts_in_attention(self) -> bool:

@@ -3,21 +3,36 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import torch
+from torch import nn
 
 from posenc._validation import (
+    check_bool,
     check_choice,
     check_even_positive_int,
     check_float_tensor,
     check_on_device,
     check_positive_float,
     check_positive_int,
+    check_positive_ints,
 )
 from posenc.encodings.base import PositionalEncoding, SeedRow, resolve_positions
 from posenc.functional.angles import MAX_POSITION, reduced_angles_unchecked, split_frequencies
-from posenc.functional.rope import LAYOUTS, XPOS_GAMMA, apply_rope_qk, rope_cos_sin, rope_inv_freq, xpos_scale
+from posenc.functional.rope import (
+    LAYOUTS,
+    SECTION_LAYOUTS,
+    XPOS_GAMMA,
+    apply_rope_qk,
+    rope_axial_frequencies,
+    rope_cos_sin,
+    rope_inv_freq,
+    rope_mixed_cos_sin,
+    rope_mixed_frequencies,
+    rope_section_axes,
+    xpos_scale,
+)
 
 #: Positions below this are served from a float64 cos/sin cache grown on demand; others computed.
 CACHE_POSITIONS = 1 << 16
@@ -35,6 +50,19 @@ def _consecutive(positions: torch.Tensor, smallest: int, largest: int) -> bool:
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two position tensors hold the same positions (no host sync under compile: False there)."""
     return not torch.compiler.is_compiling() and a.shape == b.shape and torch.equal(a, b)
+
+
+def _axis_widths(axes: int | Sequence[int] | None, mixed: bool) -> int | tuple[int, ...] | None:
+    """``axes`` checked: a count n (equal widths, or RoPE-Mixed's axes) or the width of each axis."""
+    if axes is None or (isinstance(axes, int) and not isinstance(axes, bool)):
+        return None if axes is None else check_positive_int("axes", axes)
+    if mixed:
+        raise ValueError(f"mixed=True takes axes as the number of axes, got widths {axes!r}")
+    return check_positive_ints("axes", axes, even=True)
+
+
+def _sections(sections: Sequence[int] | None) -> tuple[int, ...] | None:
+    return None if sections is None else check_positive_ints("sections", sections)
 
 
 class RotaryEncoding(PositionalEncoding):
@@ -66,6 +94,20 @@ class RotaryEncoding(PositionalEncoding):
             √(largest finite value) of the dtype: about 36,000 positions in float32/bfloat16, 4,500 in
             float16; wider calls raise a ValueError naming the positions and dtype.
         xpos_scale_base: xPos's scale base (512).
+        axes: positions on several axes (``[s, n]`` or ``[b, s, n]``), each axis with its own
+            frequencies (axial RoPE, :func:`~posenc.functional.rope_axial_frequencies`): the rotary
+            width of each axis ``(d_1, …, d_n)`` (r = Σ d_a), or n for n equal widths. With ``mixed``,
+            the number of axes.
+        sections: positions on several axes sharing one spectrum, split into runs of
+            ``(s_1, …, s_n)`` pairs (M-RoPE, :func:`~posenc.functional.rope_section_axes`; Σ s_a = r/2).
+        section_layout: ``"contiguous"`` (Qwen2-VL) or ``"interleaved"`` (Qwen3-VL).
+        mixed: RoPE-Mixed: learned frequencies per head over the ``axes`` axes (needs ``n_heads``),
+            initialised with magnitudes from ``base`` (default 10 here, the paper's). The angles are
+            float64 products, differentiable in the frequencies; per-head tables rotate eagerly.
+        n_heads: heads, for ``mixed``.
+
+    Integer positions give exact angles on every axis; float coordinates (axes, sections, mixed) are
+    used as given with the angle computed in float64 (see :func:`~posenc.functional.rope_cos_sin`).
     """
 
     kind = "rotary"
@@ -89,35 +131,115 @@ class RotaryEncoding(PositionalEncoding):
         d_head: int,
         *,
         rotary_dim: int | None = None,
-        base: float = 10000.0,
+        base: float | None = None,
         layout: str = "half",
         scaling: str | None = None,
         scaling_args: Mapping | None = None,
         xpos: bool = False,
         xpos_scale_base: float = 512.0,
+        axes: int | Sequence[int] | None = None,
+        sections: Sequence[int] | None = None,
+        section_layout: str = "contiguous",
+        mixed: bool = False,
+        n_heads: int | None = None,
     ) -> None:
         super().__init__()
         self.d_head = check_positive_int("d_head", d_head)
-        self.rotary_dim = (
-            self.d_head if rotary_dim is None else check_even_positive_int("rotary_dim", rotary_dim)
-        )
-        if self.rotary_dim > self.d_head or self.rotary_dim % 2:
-            raise ValueError(
-                f"rotary_dim must be even and at most d_head={self.d_head}, got {self.rotary_dim}"
-            )
-        self.base = check_positive_float("base", base)
+        self.mixed = check_bool("mixed", mixed)
+        self.base = check_positive_float("base", (10.0 if self.mixed else 10000.0) if base is None else base)
         self.layout = check_choice("layout", layout, LAYOUTS)
         self.scaling = scaling
         self.scaling_args = dict(scaling_args or {})
         self.xpos = bool(xpos)
         self.xpos_scale_base = check_positive_float("xpos_scale_base", xpos_scale_base)
-        inv_freq, self.attention_factor = rope_inv_freq(
-            self.rotary_dim, base=self.base, scaling=scaling, **self.scaling_args
-        )
+        self.axes, self.sections = _axis_widths(axes, mixed), _sections(sections)
+        self.section_layout = check_choice("section_layout", section_layout, SECTION_LAYOUTS)
+        self.rotary_dim = self._rotary_dim(rotary_dim)
+        if isinstance(self.axes, int) and not self.mixed:  # n axes of equal width
+            if self.rotary_dim % (2 * self.axes):
+                raise ValueError(
+                    f"rotary_dim={self.rotary_dim} does not split into {self.axes} even axis widths"
+                )
+            self.axes = (self.rotary_dim // self.axes,) * self.axes
+        self._check_combination(n_heads)
+        self.n_heads = None if n_heads is None else check_positive_int("n_heads", n_heads)
+        inv_freq, axis, self.attention_factor = self._spectrum()
         self.register_buffer("inv_freq_pieces", split_frequencies(inv_freq), persistent=False)  # [r/2, 4] f64
+        self.register_buffer("frequency_axis", axis, persistent=False)  # [r/2] int64, or None: one axis
         half = self.rotary_dim // 2
         self.register_buffer("cos_cached", torch.empty(0, half, dtype=torch.float64), persistent=False)
         self.register_buffer("sin_cached", torch.empty(0, half, dtype=torch.float64), persistent=False)
+        if self.mixed:
+            self.mixed_frequencies = nn.Parameter(
+                rope_mixed_frequencies(self.n_heads, self.rotary_dim, self.axes, base=self.base).float()
+            )  # [h, r/2, n]
+
+    @classmethod
+    def model_arguments(cls, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
+        """The head width d_model / n_heads (the heads matter to RoPE-Mixed only, which asks for them)."""
+        return {"d_head": d_model // n_heads}
+
+    def _rotary_dim(self, rotary_dim: int | None) -> int:
+        """r: given, else Σ d_a of axial widths, else d_head; even and at most d_head."""
+        widths = sum(self.axes) if isinstance(self.axes, tuple) else None
+        if rotary_dim is None:
+            rotary_dim = widths if widths is not None else self.d_head
+        rotary_dim = check_even_positive_int("rotary_dim", rotary_dim)
+        if rotary_dim > self.d_head:
+            raise ValueError(f"rotary_dim must be even and at most d_head={self.d_head}, got {rotary_dim}")
+        if widths is not None and widths != rotary_dim:
+            raise ValueError(f"axes {self.axes} add up to {widths} channels, not rotary_dim={rotary_dim}")
+        return rotary_dim
+
+    def _check_combination(self, n_heads: int | None) -> None:
+        """The options that do not go together, named."""
+        if self.axes is not None and self.sections is not None:
+            raise ValueError("give axes (one spectrum per axis) or sections (one spectrum split), not both")
+        on_axes = self.axes is not None or self.sections is not None
+        if on_axes and self.xpos:
+            raise ValueError(
+                "xpos scales by the distance along one line; it does not apply to positions on axes"
+            )
+        if on_axes and self.scaling == "dynamic":
+            raise ValueError("scaling='dynamic' follows the longest 1-D position; it does not apply on axes")
+        if self.axes is not None and self.scaling is not None:
+            raise ValueError(
+                f"scaling {self.scaling!r} rescales one spectrum; with axes, each axis has its own"
+            )
+        if self.sections is not None and 2 * sum(self.sections) != self.rotary_dim:
+            raise ValueError(
+                f"sections {self.sections} hold {sum(self.sections)} pairs, but rotary_dim={self.rotary_dim} "
+                f"has {self.rotary_dim // 2}"
+            )
+        if self.mixed and (self.axes is None or n_heads is None):
+            raise ValueError("mixed=True learns frequencies per head over the axes: give axes=n and n_heads")
+        if n_heads is not None and not self.mixed:
+            raise ValueError("n_heads is for mixed=True (one set of frequencies per head)")
+
+    def _spectrum(self) -> tuple[torch.Tensor, torch.Tensor | None, float]:
+        """(θ_k float64 [r/2], the axis of each [r/2] or None, attention factor). RoPE-Mixed's frequencies
+        are learned (``mixed_frequencies``); its θ_k are their magnitudes' 1-D counterpart, for figures."""
+        if isinstance(self.axes, tuple):
+            inv_freq, axis = rope_axial_frequencies(self.axes, base=self.base)
+            return inv_freq, axis, 1.0
+        inv_freq, factor = rope_inv_freq(
+            self.rotary_dim, base=self.base, scaling=self.scaling, **self.scaling_args
+        )
+        if self.sections is not None:
+            return inv_freq, rope_section_axes(self.sections, layout=self.section_layout), factor
+        return inv_freq, None, factor
+
+    @property
+    def position_axes(self) -> int:
+        """Coordinate axes of a position: n with axes, sections or mixed; else 1."""
+        if self.frequency_axis is not None:
+            return int(self.frequency_axis.max()) + 1
+        return self.axes if self.mixed else 1
+
+    @property
+    def position_columns(self) -> int:
+        """Columns of a position tensor: one per axis (``[s, n]``), 1 for ``[s]``."""
+        return self.position_axes
 
     @property
     def inv_freq(self) -> torch.Tensor:
@@ -127,24 +249,25 @@ class RotaryEncoding(PositionalEncoding):
     def _apply(self, fn, recurse=True):
         super()._apply(fn, recurse)
         if self.inv_freq_pieces.dtype != torch.float64:  # rebuilt exactly, never rounded
-            inv_freq, _ = rope_inv_freq(
-                self.rotary_dim, base=self.base, scaling=self.scaling, **self.scaling_args
-            )
+            inv_freq, axis, _ = self._spectrum()
             self.inv_freq_pieces = split_frequencies(inv_freq).to(self.inv_freq_pieces.device)
+            if axis is not None:
+                self.frequency_axis = axis.to(self.inv_freq_pieces.device)
         return self
 
     def frequency_pieces(self) -> torch.Tensor | None:
         """θ_k (as scaled) as float64 pieces ``[r/2, 4]``; None for dynamic NTK, whose frequencies follow
-        the length."""
-        return None if self.scaling == "dynamic" else self.inv_freq_pieces
+        the length, and RoPE-Mixed, whose frequencies are learned directions."""
+        return None if self.scaling == "dynamic" or self.mixed else self.inv_freq_pieces
 
-    def rotation_tables(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """float64 cos and sin ``[..., r/2]`` of the rotation at integer positions (times the attention factor)."""
-        return self.cos_sin(positions)
+    def rotation_tables(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """float64 cos and sin ``[..., r/2]`` of the rotation at integer positions (times the attention
+        factor): ``[s]`` on one axis, ``[s, n]`` on several; None for RoPE-Mixed (one table per head)."""
+        return None if self.mixed else self.cos_sin(positions)
 
     def closed_form_dot(self, distances: torch.Tensor) -> torch.Tensor | None:
-        """q·k at distance d for q = k with every pair a unit vector: Σ_k cos(d·θ_k) (unscaled RoPE only)."""
-        if self.scaling is not None or self.xpos:
+        """q·k at distance d for q = k with every pair a unit vector: Σ_k cos(d·θ_k) (unscaled 1-D RoPE only)."""
+        if self.scaling is not None or self.xpos or self.position_axes > 1:
             return None
         cos, _ = rope_cos_sin(distances, self.inv_freq, dtype=torch.float64)
         return cos.sum(dim=-1)
@@ -153,7 +276,19 @@ class RotaryEncoding(PositionalEncoding):
         return self.scaling_args["original_max_position_embeddings"] if self.scaling == "dynamic" else None
 
     def cos_sin(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """float64 cos and sin ``[..., s, r/2]`` for integer positions ``[...]``, times the attention factor."""
+        """float64 cos and sin ``[..., s, r/2]`` times the attention factor, for integer positions ``[..., s]``
+        or, on several axes, coordinates ``[..., s, n]`` (integer: exact; float: float64 angles)."""
+        if self.frequency_axis is None:
+            return self._table(positions, per_frequency=False)
+        per_frequency = positions[..., self.frequency_axis]  # [..., s, r/2]: each pair's coordinate
+        if per_frequency.is_floating_point():
+            angle = per_frequency * self.inv_freq.to(per_frequency.device)
+            return torch.cos(angle) * self.attention_factor, torch.sin(angle) * self.attention_factor
+        return self._table(per_frequency, per_frequency=True)
+
+    def _table(self, positions: torch.Tensor, *, per_frequency: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin of integer positions ``[...]`` (``[..., r/2]``, one per pair, with ``per_frequency``),
+        from the float64 cache where it holds them."""
         if torch.compiler.is_compiling():
             if self.scaling == "dynamic":
                 raise ValueError(
@@ -164,7 +299,7 @@ class RotaryEncoding(PositionalEncoding):
             check_on_device(
                 (positions >= 0) & (positions < MAX_POSITION), "positions must lie in 0 … 2^27 − 1"
             )
-            angle = reduced_angles_unchecked(positions, self.inv_freq_pieces)
+            angle = reduced_angles_unchecked(positions, self.inv_freq_pieces, per_frequency=per_frequency)
             return torch.cos(angle) * self.attention_factor, torch.sin(angle) * self.attention_factor
         smallest, largest = int(positions.min()), int(positions.max())
         if smallest < 0 or largest >= MAX_POSITION:
@@ -181,10 +316,13 @@ class RotaryEncoding(PositionalEncoding):
             )
             return rope_cos_sin(positions, inv_freq.to(positions.device), dtype=torch.float64)
         if largest >= CACHE_POSITIONS:  # far positions: computed, not cached with all before them
-            angle = reduced_angles_unchecked(positions, self.inv_freq_pieces)  # [..., s, r/2]
+            angle = reduced_angles_unchecked(positions, self.inv_freq_pieces, per_frequency=per_frequency)
             return torch.cos(angle) * self.attention_factor, torch.sin(angle) * self.attention_factor
         if largest >= self.cos_cached.shape[0]:
             self._grow(min(max(largest + 1, 2 * self.cos_cached.shape[0]), CACHE_POSITIONS))
+        if per_frequency:  # pair k's value at its own coordinate
+            pairs = torch.arange(positions.shape[-1], device=positions.device)
+            return self.cos_cached[positions, pairs], self.sin_cached[positions, pairs]
         if _consecutive(positions, smallest, largest):  # views of the cache, no gather
             return self.cos_cached[smallest : largest + 1], self.sin_cached[smallest : largest + 1]
         return self.cos_cached[positions], self.sin_cached[positions]
@@ -204,6 +342,8 @@ class RotaryEncoding(PositionalEncoding):
     def _angles(
         self, positions: torch.Tensor, sign: float, reference: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.mixed:  # one table per head, differentiable in the learned frequencies
+            return rope_mixed_cos_sin(positions, self.mixed_frequencies)  # [1 or b, h, s, r/2]
         cos, sin = self.cos_sin(positions)  # [s, r/2] or [b, s, r/2], float64
         if self.xpos:
             scale = xpos_scale(
@@ -255,7 +395,8 @@ class RotaryEncoding(PositionalEncoding):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate q ``[b, h, i, d]`` and k ``[b, h_kv, j, d]``.
 
-        Default positions: keys 0 … j−1; queries the last i of those (j−i … j−1), as in decoding.
+        Default positions: keys 0 … j−1; queries the last i of those (j−i … j−1), as in decoding; on
+        several axes the same numbers on every axis (the diagonal, where M-RoPE puts text).
         """
         for name, x in (("q", q), ("k", k)):
             check_float_tensor(name, x)
@@ -263,14 +404,16 @@ class RotaryEncoding(PositionalEncoding):
                 raise ValueError(
                     f"{name} must have shape [b, h, s, d_head={self.d_head}], got {tuple(x.shape)}"
                 )
+        if self.mixed and (q.shape[1] != self.n_heads or k.shape[1] != self.n_heads):
+            raise ValueError(
+                f"RoPE-Mixed turns each of its {self.n_heads} heads by its own frequencies: q and k need "
+                f"{self.n_heads} heads, got {q.shape[1]} and {k.shape[1]}"
+            )
         k_len, q_len = k.shape[2], q.shape[2]
-        if k_positions is None:
-            k_positions = torch.arange(k_len, device=k.device)
-        if q_positions is None:
-            start = k_len - q_len if q_len <= k_len else 0
-            q_positions = torch.arange(start, start + q_len, device=q.device)
-        q_positions = resolve_positions(q_positions, q, seq_dim=2)
-        k_positions = resolve_positions(k_positions, k, seq_dim=2)
+        columns = self.position_columns
+        k_positions = resolve_positions(k_positions, k, seq_dim=2, columns=columns)
+        start = k_len - q_len if q_len <= k_len else 0  # default queries: the last q_len keys
+        q_positions = resolve_positions(q_positions, q, seq_dim=2, columns=columns, start=start)
         reference = self._xpos_reference(q_positions, k_positions, q.dtype)
         q_cos, q_sin = self._angles(q_positions, 1.0, reference)
         # The dispatcher picks the kernel: Triton on CUDA, C on CPU (float32 inside, rounded once).

@@ -370,6 +370,66 @@ def rope_section_axes(sections: Sequence[int], *, layout: str = "contiguous") ->
     return axis
 
 
+def rope_mixed_frequencies(
+    n_heads: int, rotary_dim: int, axes: int, *, base: float = 10.0, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """RoPE-Mixed's initial frequencies (Heo et al., 2024, https://arxiv.org/abs/2403.13298): ``[h, r/2, n]``.
+
+    Pair k of head h turns by Σ_a pos_a·F[h, k, a], a learned direction in coordinate space. The pairs
+    fall in n groups of r/(2n); group c of head h points along column c of a random rotation R_h, with
+    magnitudes base^(−2i·n/r), i = 0 … r/(2n) − 1. For two axes, R_h turns by a uniform angle φ_h, so
+    the groups point along φ_h and φ_h + π/2: the paper's initialisation (its ``theta`` is ``base``, 10),
+    with the paper's x and y as coordinates 0 and 1.
+
+    Raises:
+        ValueError: r not divisible by 2n, non-positive sizes or base.
+    """
+    n_heads = check_positive_int("n_heads", n_heads)
+    rotary_dim = check_even_positive_int("rotary_dim", rotary_dim)
+    axes = check_positive_int("axes", axes)
+    base = check_positive_float("base", base)
+    if rotary_dim % (2 * axes):
+        raise ValueError(
+            f"RoPE-Mixed splits rotary_dim={rotary_dim} into 2·axes = {2 * axes} groups of pairs"
+        )
+    group = rotary_dim // (2 * axes)
+    magnitude = base ** (-torch.arange(group, dtype=torch.float64) * 2 * axes / rotary_dim)  # [r/(2n)]
+    if axes == 2:
+        phi = torch.rand(n_heads, generator=generator, dtype=torch.float64) * 2 * math.pi  # [h]
+        directions = torch.stack(
+            (torch.stack((phi.cos(), phi.sin()), -1), torch.stack((-phi.sin(), phi.cos()), -1)), 1
+        )  # [h, group c, axis a]: φ, φ + π/2
+    else:
+        gaussian = torch.randn(n_heads, axes, axes, generator=generator, dtype=torch.float64)
+        directions = torch.linalg.qr(gaussian).Q.transpose(-1, -2)  # [h, c, a]: rows of a random rotation
+    return (directions[:, :, None, :] * magnitude[None, None, :, None]).reshape(
+        n_heads, rotary_dim // 2, axes
+    )
+
+
+def rope_mixed_cos_sin(
+    positions: torch.Tensor, frequencies: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of RoPE-Mixed's angles Σ_a pos_a·F[h, k, a] in float64, differentiable in F.
+
+    Args:
+        positions: ``[s, n]`` or ``[b, s, n]`` coordinates (integer or float; used as float64).
+        frequencies: ``[h, r/2, n]`` (any float dtype; a learned parameter).
+
+    Returns:
+        ``(cos, sin)`` float64, ``[1, h, s, r/2]`` or ``[b, h, s, r/2]``: one table per head.
+
+    The exact reduction of integer angles cannot carry a gradient to F, so the angle is the float64
+    product itself: an absolute error of about |angle|·2^-53 (1e-10 rad at 10^6 positions), against
+    0.06 rad for a float32 recipe at 2^20.
+    """
+    coordinates = positions.to(torch.float64)
+    if coordinates.dim() == 2:
+        coordinates = coordinates[None]  # [1, s, n]
+    angle = torch.einsum("bsn,hkn->bhsk", coordinates, frequencies.to(torch.float64))  # [b, h, s, r/2]
+    return torch.cos(angle), torch.sin(angle)
+
+
 def check_frequency_axes(axis: object, pairs: int) -> torch.Tensor:
     """``axis`` as int64 ``[pairs]`` of axis indices 0 … n − 1, every axis used (a ValueError naming it)."""
     if not isinstance(axis, torch.Tensor) or axis.dim() != 1 or axis.dtype.is_floating_point:
@@ -460,10 +520,16 @@ def _check_rotation(
         raise ValueError(
             f"cos and sin must hold rotary_dim/2 = {rotary_dim // 2} frequencies, got {cos.shape[-1]}"
         )
-    if cos.dim() not in (2, 3) or cos.shape[-2] != x.shape[-2]:
+    per_head = cos.dim() == 4 and x.dim() == 4
+    if cos.dim() not in (2, 3) and not per_head or cos.shape[-2] != x.shape[-2]:
         raise ValueError(
-            f"cos and sin must be [s, r/2] or [b, s, r/2] with s = {x.shape[-2]} to match {name} of shape "
-            f"{tuple(x.shape)}, got {tuple(cos.shape)}"
+            f"cos and sin must be [s, r/2] or [b, s, r/2] (or per head [b, h, s, r/2] for a 4-d {name}) with "
+            f"s = {x.shape[-2]} to match {name} of shape {tuple(x.shape)}, got {tuple(cos.shape)}"
+        )
+    if per_head and (cos.shape[0] not in (1, x.shape[0]) or cos.shape[1] not in (1, x.shape[1])):
+        raise ValueError(
+            f"per-head cos and sin of shape {tuple(cos.shape)} must have batch and heads 1 or those of "
+            f"{name} of shape {tuple(x.shape)}"
         )
     batch = _table_batch_axis(x, cos)
     if batch is not None and cos.shape[0] not in (1, batch):
@@ -481,7 +547,7 @@ def _check_rotation(
 
 def _table_batch_axis(x: torch.Tensor, cos: torch.Tensor) -> int | None:
     """The size of x's axis that a batched cos/sin ``[b, s, r/2]`` lines up with (None: unbatched)."""
-    if cos.dim() != 3 or x.dim() < 3:
+    if cos.dim() != 3 or x.dim() < 3:  # per-head tables [b, h, s, r/2] are checked on their own
         return None
     return x.shape[0] if x.dim() == 4 else x.shape[-3]
 
@@ -577,6 +643,13 @@ def _enlarge_problem(name: str, x: torch.Tensor, cos: torch.Tensor, kernel: str)
     )
 
 
+#: Why the kernels refuse per-head tables (RoPE-Mixed): they read one table row per position.
+_PER_HEAD_TABLES = (
+    "the kernels read one cos/sin row per position, shared by the heads; per-head tables [b, h, s, r/2] "
+    "rotate on backend='eager' (backend='auto' takes it by itself)"
+)
+
+
 def _native_problem(items: list[_Item]) -> _Problem | None:
     """Why the C kernel (``native``) cannot take these tensors, or None."""
     for name, x, cos, sin in items:
@@ -596,6 +669,8 @@ def _native_problem(items: list[_Item]) -> _Problem | None:
                     f"the native kernel does not differentiate {table_name}; use backend='eager' "
                     "(backend='auto' does so by itself)"
                 )
+        if cos.dim() == 4:
+            return ValueError, _PER_HEAD_TABLES
         if _enlarges(x, cos):
             return _enlarge_problem(name, x, cos, "the native kernel does not broadcast; its tables")
     return None
@@ -638,6 +713,8 @@ def _triton_problem(items: list[_Item], rotaries: list[int]) -> _Problem | None:
                 return ValueError, (
                     f"the Triton kernels do not differentiate {table_name}; use apply_rope(..., backend='eager')"
                 )
+        if cos.dim() == 4:
+            return ValueError, _PER_HEAD_TABLES
         if x.device != q.device:
             return ValueError, f"q is on {q.device} and k on {x.device}; they must share a device"
         if x.device.type != "cuda" and not (x.device.type == "cpu" and rope_triton.interpreting()):
@@ -685,7 +762,8 @@ def apply_rope(
 
     Args:
         x: ``[b, h, s, d]`` (or ``[..., s, d]``).
-        cos, sin: ``[s, r/2]`` or ``[b, s, r/2]`` from :func:`rope_cos_sin`, on x's device.
+        cos, sin: ``[s, r/2]`` or ``[b, s, r/2]`` from :func:`rope_cos_sin`, on x's device; for a 4-d x
+            also one table per head, ``[b or 1, h or 1, s, r/2]`` (RoPE-Mixed), which rotates eagerly.
         layout: ``"half"`` pairs (k, k + r/2); ``"interleaved"`` pairs (2k, 2k+1).
         rotary_dim: rotated channels r (default: all d); the other d − r pass through.
         BACKEND
@@ -783,6 +861,7 @@ def _apply_rope_reference(
     """The plain torch recipe: cos/sin cast to x's dtype, products and sums in x's dtype."""
     if cos.dim() == 3 and x.dim() == 4:
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # [b, 1, s, r/2]: shared by the heads
+    # (per-head tables [b, h, s, r/2] broadcast as they are)
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     rotary, rest = x[..., :rotary_dim], x[..., rotary_dim:]
     if layout == "half":
