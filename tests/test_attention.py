@@ -10,6 +10,7 @@ import torch
 
 import posenc
 from posenc.attention import KVCache, MultiHeadAttention
+from posenc.backends import ATTENTION
 from posenc.model import TransformerEncoder, TransformerLM
 
 VOCAB, D_MODEL, HEADS = 50, 32, 4
@@ -292,3 +293,47 @@ def test_the_flex_cpu_reproduction_runs_the_compiled_kernel_for_every_shape():
     problems, compiled_shapes = script["check"]([8, 16, 24], [8, 16, 32], runs=1)
     assert compiled_shapes == 9
     assert isinstance(problems, list)  # torch's answers are reported, not asserted: they are the subject
+
+
+class ContentDistance(posenc.PositionalEncoding):
+    """A term that reads q and k: w_h · (q_i · k_j) / (1 + |i − j|), learned w per head (a test-only scheme)."""
+
+    kind = "bias"
+
+    def __init__(self, n_heads: int) -> None:
+        super().__init__()
+        self.n_heads = n_heads
+        self.weight = torch.nn.Parameter(torch.linspace(0.1, 0.5, n_heads))
+
+    def score_terms(self, q, k, q_positions, k_positions):
+        groups = q.shape[1] // k.shape[1]
+        k = k.repeat_interleave(groups, dim=1)  # [b, h, j, d]
+        distance = (q_positions[..., :, None] - k_positions[..., None, :]).abs().to(q.dtype)  # [(b,) i, j]
+        content = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5  # [b, h, i, j]
+        return self.weight[:, None, None].to(q.dtype) * content / (1 + distance.unsqueeze(-3))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_a_term_that_reads_q_and_k_runs_on_every_backend_and_decodes_as_the_full_forward(causal):
+    # the hook the query-reading schemes (Shaw, Transformer-XL, DeBERTa, CoPE) use, with nothing else
+    torch.manual_seed(0)
+    encoding = ContentDistance(HEADS)
+    model = (TransformerLM if causal else TransformerEncoder)(
+        VOCAB, d_model=D_MODEL, n_layers=2, n_heads=HEADS, encoding=encoding
+    )
+    x = tokens()
+    expected, expected_grads = forward_and_grads(model, x, "eager")
+    assert encoding.weight.grad is not None and encoding.weight.grad.abs().sum() > 0
+    for backend in ATTENTION:
+        logits, grads = forward_and_grads(model, x, backend)
+        torch.testing.assert_close(logits, expected, rtol=0, atol=1e-5)
+        for name in expected_grads:
+            torch.testing.assert_close(grads[name], expected_grads[name], rtol=1e-4, atol=1e-5)
+    if causal:
+        with torch.no_grad():
+            set_backend(model, "sdpa")
+            caches = model.new_caches()
+            steps = [model(x[:, :5], caches=caches)] + [
+                model(x[:, t : t + 1], caches=caches) for t in range(5, 12)
+            ]
+            torch.testing.assert_close(torch.cat(steps, dim=1), model(x), rtol=0, atol=1e-5)

@@ -62,7 +62,7 @@ def test_a_bad_value_is_one_line_without_usage_or_traceback():
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process is POSIX")
 def test_ctrl_c_ends_a_command_with_one_line_and_status_130():
     script = (
-        "import sys; from posenc.cli import main; print('ready', flush=True); "
+        "import sys, torch; from posenc.cli import main; print('ready', flush=True); "
         "sys.exit(main(['bench', 'sinusoidal', '--length', '4096', '--rounds', '100000']))"
     )
     child = subprocess.Popen(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -65,6 +66,24 @@ def test_an_interrupt_in_any_command_is_one_line_and_status_130(cli, monkeypatch
     monkeypatch.setattr(importlib.import_module(module), attribute, interrupted)
     run = cli(*(part.format(tmp=tmp_path) for part in argv))
     run.assert_refused(f"posenc {argv[0]}: interrupted", code=130)
+
+
+def test_an_interrupt_while_torch_loads_is_one_line_and_status_130(cli, monkeypatch):
+    # Ctrl-C in the first seconds, while the commands' parsers import torch, used to print a traceback
+    import posenc.cli
+
+    def importing_torch(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(posenc.cli.COMMANDS["lab"], "configure", importing_torch)
+    cli("lab", "run", "--preset", "smoke").assert_refused("posenc: interrupted", code=130)
+
+
+def test_the_posenc_command_imports_torch_only_inside_its_error_handling():
+    # so that the interrupt above is the only window at start-up: importing posenc.cli is quick
+    code = "import sys, posenc.cli; print('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
 
 
 CPU_ALLOCATOR = (

@@ -6,9 +6,8 @@ stderr and exit status 2 (sizes that do not fit in memory included), an interrup
 130, and a closed stdout (``posenc … | head -1``) into silence and 141; 1 is left to ``verify``'s
 "the claim fails".
 
-An interrupt while Python imports posenc itself (torch, about two seconds) comes before :func:`main`
-runs and still ends in Python's traceback: ``posenc/__init__.py`` imports torch, and the console
-script imports ``posenc.cli`` (hence ``posenc``) before it calls :func:`main`.
+Importing this package does not import torch (``posenc/__init__.py`` loads its names on first use),
+so torch loads inside :func:`main`'s error handling and an interrupt at start-up is one line too.
 """
 
 from __future__ import annotations

@@ -30,6 +30,10 @@ def rows() -> list[dict]:
     ]
 
 
+def _cell(value: object) -> str:
+    return "not declared" if value is None else str(value)  # a formula an encoding does not give
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the encodings as a table, or as JSON with ``--json``."""
     encodings = rows()
@@ -40,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     print_table(
         Table(
             columns,
-            [[str(row[column]) for column in columns] for row in encodings],
+            [[_cell(row[column]) for column in columns] for row in encodings],
             title="posenc encodings   (L = max_len, d = d_model, h = n_heads)",
         )
     )

@@ -5,6 +5,11 @@ import sys
 
 from posenc.lab.cli import configure, main
 
-parser = argparse.ArgumentParser(prog="posenc lab", description="The length-generalisation lab.")
-configure(parser)
-sys.exit(main(parser.parse_args()))
+try:  # the parser imports torch: an interrupt then is one line too, as in main
+    parser = argparse.ArgumentParser(prog="posenc lab", description="The length-generalisation lab.")
+    configure(parser)
+    arguments = parser.parse_args()
+except KeyboardInterrupt:
+    print("posenc lab: interrupted", file=sys.stderr)
+    sys.exit(130)
+sys.exit(main(arguments))
