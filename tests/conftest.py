@@ -14,12 +14,13 @@ settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 class _SmallArguments(dict):
     """name -> small constructor arguments: these, else the encoding's own ``model_arguments`` for a
-    model of width 16 with 4 heads and 64 positions (a new encoding needs no line here)."""
+    model of width 32 with 4 heads (8 channels each: M-RoPE needs a pair per axis) and 64 positions
+    (a new encoding needs no line here)."""
 
     def __missing__(self, name: str) -> dict:
         from posenc.encodings import encoding_class
 
-        return encoding_class(name).model_arguments(d_model=16, n_heads=4, max_len=64, causal=True)
+        return encoding_class(name).model_arguments(d_model=32, n_heads=4, max_len=64, causal=True)
 
 
 #: Small constructor arguments for each registered encoding (widths the tests' tensors use).

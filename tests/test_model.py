@@ -154,5 +154,5 @@ def test_positions_and_the_cache_offset_are_resolved_once_per_forward(name, monk
     model(torch.randint(0, 32, (2, 5)), caches=caches)
     model(torch.randint(0, 32, (2, 1)), caches=caches)
     assert len(calls) == 2
-    assert [int(p[0]) for p in seen] == [0, 0, 0, 5, 5, 5]  # the cache offset, read once per call
+    assert [int(p[0].max()) for p in seen] == [0, 0, 0, 5, 5, 5]  # the cache offset, read once per call
     assert seen[0] is seen[1] is seen[2] and seen[3] is seen[4] is seen[5]

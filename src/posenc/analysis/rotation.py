@@ -69,7 +69,8 @@ def relative_logit_deviation(
     positions = torch.arange(seq_len)
 
     def logits(offset: int) -> torch.Tensor:
-        q_rot, k_rot = encoding.rotate(q, k, positions + offset, positions + offset)
+        moved = encoding.along_line(positions + offset)  # on several axes, along the diagonal
+        q_rot, k_rot = encoding.rotate(q, k, moved, moved)
         return q_rot @ k_rot.transpose(-1, -2)  # [b, h, i, j]
 
     base = logits(0)
@@ -81,6 +82,8 @@ def norm_change(
 ) -> float:
     """max | ‖rotate(x)‖ − ‖x‖ | over random vectors at positions 0 … seq_len−1 (0 for a rotation)."""
     generator = torch.Generator().manual_seed(seed)
-    x = torch.randn(1, 2, seq_len, d_head, generator=generator, dtype=dtype)
-    rotated, _ = encoding.rotate(x, x)
+    heads = encoding.n_heads or 2  # an encoding that turns each head its own way takes all its heads
+    x = torch.randn(1, heads, seq_len, d_head, generator=generator, dtype=dtype)
+    positions = encoding.along_line(torch.arange(seq_len))
+    rotated, _ = encoding.rotate(x, x, positions, positions)
     return float((rotated.norm(dim=-1) - x.norm(dim=-1)).abs().max())

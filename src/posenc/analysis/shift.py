@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from posenc._validation import as_positions, check_int, check_positive_int
+from posenc._validation import as_coordinates, as_positions, check_int, check_positive_int
 from posenc.encodings import PositionalEncoding
 
 #: Widths of the probe for an encoding that keeps none of its own (``d_model``, ``n_heads``, ``d_head`` None).
@@ -42,14 +42,15 @@ def attention_logits(
     Widths default to the encoding's own (``d_model``, ``n_heads``, ``d_head``), else 32 / 2 / 16
     (:func:`probe_widths`).
     """
-    positions = as_positions(positions)
+    columns = encoding.position_columns
+    positions = as_positions(positions) if columns == 1 else as_coordinates(positions, columns)
     encoding = copy.deepcopy(encoding).to(torch.float64)
     widths = probe_widths(encoding)
     d_model = check_positive_int("d_model", d_model or widths["d_model"])
     n_heads = check_positive_int("n_heads", n_heads or widths["n_heads"])
     d_head = check_positive_int("d_head", d_head or widths["d_head"])
     generator = torch.Generator().manual_seed(seed)
-    seq_len = positions.shape[-1]
+    seq_len = positions.shape[0]  # positions [s] (or [s, n] on n axes)
     x = torch.randn(1, seq_len, d_model, generator=generator, dtype=torch.float64)  # [1, s, d]
     with torch.no_grad():
         e = encoding.embed(x, positions)  # [1, s, d']
@@ -66,11 +67,19 @@ def attention_logits(
     return logits[0]
 
 
+def _shift(shift) -> int | tuple[int, ...]:
+    """A shift of every position: an int on one axis, a tuple of ints (one per axis) on several."""
+    if isinstance(shift, tuple):
+        return tuple(check_int("shift", part) for part in shift)
+    return check_int("shift", shift)
+
+
 def shift_plan(encoding: PositionalEncoding, shifts=None, seq_len: int = 16) -> tuple[torch.Tensor, tuple]:
     """The positions ``[s]`` and shifts at which ``logit_shift_change`` measures ``encoding``: the
     encoding's own ``translations`` (0 … seq_len − 1 shifted by 1, 7 and 100, kept inside a table;
-    Swin's half row moved along a row or down rows), or the ``shifts`` given, checked by it."""
-    shifts = None if shifts is None else tuple(check_int("shift", s) for s in shifts)
+    Swin's half row moved along a row or down rows; a grid ``[s, n]`` moved by vectors on n axes), or
+    the ``shifts`` given, checked by it."""
+    shifts = None if shifts is None else tuple(_shift(s) for s in shifts)
     return encoding.translations(check_positive_int("seq_len", seq_len), shifts)
 
 
@@ -84,7 +93,9 @@ def logit_shift_change(encoding: PositionalEncoding, shifts=None, *, seq_len: in
     reference = attention_logits(encoding, positions, seed=seed)
     scale = float(reference.abs().max())
     return {
-        shift: float((attention_logits(encoding, positions + shift, seed=seed) - reference).abs().max())
+        shift: float(
+            (attention_logits(encoding, positions + torch.tensor(shift), seed=seed) - reference).abs().max()
+        )
         / scale
         for shift in shifts
     }
@@ -98,7 +109,7 @@ def position_sensitivity(encoding: PositionalEncoding, *, seq_len: int = 16, see
     """
     positions, _ = shift_plan(encoding, (), seq_len)
     generator = torch.Generator().manual_seed(seed)
-    shuffled = positions[torch.randperm(positions.numel(), generator=generator)]
+    shuffled = positions[torch.randperm(positions.shape[0], generator=generator)]
     reference = attention_logits(encoding, positions, seed=seed)
     moved = attention_logits(encoding, shuffled, seed=seed)
     return float((moved - reference).abs().max()) / float(reference.abs().max())

@@ -22,11 +22,11 @@ def code_table(encoding: PositionalEncoding, length: int) -> torch.Tensor:
         TypeError: an encoding that adds no code to the embeddings (its ``codes`` gives None).
         ValueError: a non-positive ``length``, or one past a learned table's ``max_len``.
     """
-    if encoding.codes(torch.arange(1)) is None:
+    if encoding.codes(encoding.along_line(torch.arange(1))) is None:
         raise TypeError(f"encoding must add a code per position, and {type(encoding).__name__} adds none")
     length = check_positive_int("length", length)
-    with torch.no_grad():
-        return encoding.codes(torch.arange(length)).detach().to(torch.float64)  # [T, d]
+    with torch.no_grad():  # on several axes, along the diagonal
+        return encoding.codes(encoding.along_line(torch.arange(length))).detach().to(torch.float64)  # [T, d]
 
 
 def bias_matrix(encoding: PositionalEncoding, positions: int | torch.Tensor | Iterable[int]) -> torch.Tensor:
@@ -39,7 +39,7 @@ def bias_matrix(encoding: PositionalEncoding, positions: int | torch.Tensor | It
     Raises:
         ValueError: an encoding that adds no bias (its ``bias`` returns None), non-integer positions.
     """
-    positions = as_positions(positions).flatten()  # [s]
+    positions = encoding.along_line(as_positions(positions).flatten())  # [s] (or the diagonal [s, n])
     with torch.no_grad():
         bias = encoding.bias(positions, positions)  # [h, s, s]
     if bias is None:

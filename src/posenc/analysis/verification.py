@@ -91,13 +91,13 @@ def _at_most(name: str, value: float, limit: float, passed: str, failed: str) ->
 def _codes(encoding: PositionalEncoding, length: int) -> torch.Tensor | None:
     """The position codes ``[T, d]`` in float64 (what ``embed`` adds or concatenates), or None."""
     with torch.no_grad():
-        codes = encoding.codes(torch.arange(length))
+        codes = encoding.codes(encoding.along_line(torch.arange(length)))
     return None if codes is None else codes.to(torch.float64)
 
 
 def _rotary_codes(encoding: PositionalEncoding, length: int) -> torch.Tensor | None:
     """The rotation of each position as a code ``[T, r]``: (cos mθ_k, sin mθ_k) for every pair k, or None."""
-    tables = encoding.rotation_tables(torch.arange(length))  # [T, r/2] each, float64
+    tables = encoding.rotation_tables(encoding.along_line(torch.arange(length)))  # [T, r/2] each, float64
     return None if tables is None else torch.cat(tables, dim=-1)
 
 
@@ -114,8 +114,11 @@ def _no_codes(encoding: PositionalEncoding) -> str:
 
 def _head_vectors(encoding: PositionalEncoding, *shape: int, ones: bool = False) -> torch.Tensor:
     """float64 heads ``[*shape, d_head]`` to probe ``rotate`` with (random, or ones), d_head the
-    encoding's own or the probe's (:func:`posenc.analysis.shift.probe_widths`)."""
+    encoding's own or the probe's (:func:`posenc.analysis.shift.probe_widths`); as many heads as the
+    encoding keeps, where it keeps a count (RoPE-Mixed turns each head by its own frequencies)."""
     width = probe_widths(encoding)["d_head"]
+    if encoding.n_heads is not None and len(shape) >= 2:  # an encoding that turns each head its own way
+        shape = (shape[0], encoding.n_heads, *shape[2:])
     if ones:
         return torch.ones(*shape, width, dtype=torch.float64)
     return torch.randn(*shape, width, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
@@ -125,7 +128,8 @@ def _rotation_scale(encoding: PositionalEncoding) -> float:
     """‖rotate(x)‖ / ‖x‖ at position 0: the factor a rotation applies on top of turning (RoPE's
     attention factor; 1 for a plain rotation), read from the hook rather than from an attribute."""
     x = _head_vectors(encoding, 1, 1, 1)  # [1, 1, 1, d]
-    rotated, _ = encoding.rotate(x, x, torch.arange(1), torch.arange(1))
+    origin = encoding.along_line(torch.arange(1))
+    rotated, _ = encoding.rotate(x, x, origin, origin)
     return float(rotated.norm() / x.norm())
 
 
@@ -138,7 +142,10 @@ def _measured_length(encoding: PositionalEncoding, length: int) -> int:
 def _relative_biases(encoding: PositionalEncoding, length: int) -> torch.Tensor | None:
     """The bias of each head at query − key distances 0 … length−1, ``[h, T]`` float64, or None."""
     with torch.no_grad():
-        bias = encoding.bias(torch.tensor([length - 1]), torch.arange(length - 1, -1, -1))  # [h, 1, T]
+        line = encoding.along_line
+        bias = encoding.bias(
+            line(torch.tensor([length - 1])), line(torch.arange(length - 1, -1, -1))
+        )  # [h, 1, T]
     return None if bias is None else bias[:, 0].to(torch.float64)
 
 
@@ -167,11 +174,12 @@ def bounded(encoding: PositionalEncoding, length: int) -> Property:
     codes = _codes(encoding, length)
     if codes is not None:
         value = float(codes.abs().max())
-        why = (
-            "the codes are sin and cos pairs: they lie in [−1, 1] at every position"
-            if encoding.frequencies() is not None
-            else "measured on the current codes: nothing bounds a learned table by construction"
-        )
+        if encoding.frequencies() is not None:
+            why = "the codes are sin and cos pairs: they lie in [−1, 1] at every position"
+        elif trainable_parameters(encoding):
+            why = "measured on the current codes: nothing bounds a learned table by construction"
+        else:
+            why = "measured on its codes along the diagonal (fixed: no learned table to drift)"
         return _at_most("bounded", value, 1.0, why, f"a code value reaches {value:.3g}; {why}")
     if encoding.kind == "rotary":
         change = norm_change(encoding, d_head=probe_widths(encoding)["d_head"], seq_len=length)
@@ -308,11 +316,12 @@ def _rotary_map_residual(encoding: PositionalEncoding, length: int, offset: int)
     """max |rot(x, m + k) − rot(rot(x, m), k) / a| / max |x| for one vector x at every m (a: the factor
     a rotation applies at position 0, ``_rotation_scale``)."""
     x = _head_vectors(encoding, 1, 1, 1)
-    x = x.expand(1, 1, length, x.shape[-1])  # [1, 1, T, d]
-    positions = torch.arange(length)
-    rotated, _ = encoding.rotate(x, x[:, :, :1], positions, torch.arange(1))
-    shifted, _ = encoding.rotate(x, x[:, :, :1], positions + offset, torch.arange(1))
-    twice, _ = encoding.rotate(rotated, x[:, :, :1], torch.full((length,), offset), torch.arange(1))
+    x = x.expand(1, x.shape[1], length, x.shape[-1])  # [1, h, T, d]
+    line = encoding.along_line
+    positions, origin = torch.arange(length), line(torch.arange(1))
+    rotated, _ = encoding.rotate(x, x[:, :, :1], line(positions), origin)
+    shifted, _ = encoding.rotate(x, x[:, :, :1], line(positions + offset), origin)
+    twice, _ = encoding.rotate(rotated, x[:, :, :1], line(torch.full((length,), offset)), origin)
     # rotating twice applies the attention factor twice (xPos scales from each call's centre: once)
     factor = _rotation_scale(encoding)
     return float((shifted - twice / factor).abs().max() / x.abs().max())
@@ -369,7 +378,10 @@ def _similarity_by_distance(encoding: PositionalEncoding, length: int) -> torch.
         return torch.stack([dots[d].mean() for d in range(length)]) / dots[0].mean()
     if encoding.kind == "rotary":
         ones = _head_vectors(encoding, 1, 1, length, ones=True)  # [1, 1, T, d]
-        q, k = encoding.rotate(ones[:, :, :1], ones, torch.tensor([length - 1]), torch.arange(length))
+        line = encoding.along_line
+        q, k = encoding.rotate(
+            ones[:, :, :1], ones, line(torch.tensor([length - 1])), line(torch.arange(length))
+        )
         logits = (q @ k.transpose(-1, -2))[0, 0, 0].flip(0)  # [T]: distance 0 … T−1
         return logits / logits[0]
     if why := _no_distance(encoding):
@@ -455,9 +467,10 @@ def precision(encoding: PositionalEncoding, length: int) -> Property:
             "precision", f"it holds positions 0 … {limit - 1} only: positions up to 2^21 are refused"
         )
     positions = _precision_positions()
-    if encoding.codes(positions[:1]) is not None:
+    first = encoding.along_line(positions[:1])
+    if encoding.codes(first) is not None:
         return _code_precision(encoding, positions)
-    if encoding.rotation_tables(positions[:1]) is not None:
+    if encoding.rotation_tables(first) is not None:
         return _rotation_precision(encoding, positions)
     if encoding.distance_bias(positions[:1]) is not None:
         return _bias_precision(encoding, positions)
@@ -479,7 +492,9 @@ def _code_precision(encoding: PositionalEncoding, positions: torch.Tensor) -> Pr
         return _not_applicable("precision", "no exact reference for its codes (they are not sin/cos pairs)")
     cos, sin = exact_cos_sin(positions, pieces)  # [n, d/2] float64
     exact = torch.stack((sin, cos), dim=-1).flatten(-2)  # [n, d]: sin at 2k, cos at 2k+1
-    approx = encoding.embed(torch.zeros(1, positions.numel(), exact.shape[-1]), positions)[0]  # float32
+    approx = encoding.embed(
+        torch.zeros(1, positions.numel(), exact.shape[-1]), encoding.along_line(positions)
+    )[0]
     value = _ulps(approx[..., -exact.shape[-1] :], exact, torch.float32, TABLE_FLOOR)
     return _at_most(
         "precision",
@@ -497,10 +512,15 @@ def _rotation_precision(encoding: PositionalEncoding, positions: torch.Tensor) -
         return _not_applicable("precision", "no fixed frequencies: they follow the length (dynamic NTK)")
     frequencies = pieces.sum(dim=-1)
     exact = torch.cat(exact_cos_sin(positions, split_frequencies(frequencies)), dim=-1)
-    cos, sin = encoding.rotation_tables(torch.zeros(1, dtype=torch.int64))  # [1, r/2]: a·cos 0, a·sin 0
+    cos, sin = encoding.rotation_tables(
+        encoding.along_line(torch.zeros(1, dtype=torch.int64))
+    )  # a·cos 0, a·sin 0
     scale = torch.hypot(cos, sin).repeat(1, 2).to(torch.float32)  # [1, r]: the factor a of each pair
     tables = {
-        "posenc": torch.cat(encoding.rotation_tables(positions), dim=-1).to(torch.float32) / scale,
+        "posenc": torch.cat(encoding.rotation_tables(encoding.along_line(positions)), dim=-1).to(
+            torch.float32
+        )
+        / scale,
         "float32": torch.cat(RECIPES["float32"](positions, frequencies), dim=-1),
     }
     ulps = {recipe: _ulps(table, exact, torch.float32, TABLE_FLOOR) for recipe, table in tables.items()}

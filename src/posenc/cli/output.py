@@ -78,7 +78,7 @@ def write_json(result: dict, path: Path | None) -> None:
 
 
 def console(wide: bool = False) -> rich.console.Console:
-    """A rich console on stdout; ``wide``: 160 columns when stdout is not a terminal (files, pipes).
+    """A rich console on stdout; ``wide``: 200 columns when stdout is not a terminal (files, pipes).
 
     On a closed stdout it raises BrokenPipeError, which :func:`posenc.cli.main` ends quietly with 141;
     rich's own handling would exit with 1, the status ``posenc verify`` keeps for "the claim fails".
@@ -90,7 +90,7 @@ def console(wide: bool = False) -> rich.console.Console:
             self.quiet = True
             raise BrokenPipeError(32, "Broken pipe")
 
-    return _Console(width=None if not wide or sys.stdout.isatty() else 160)
+    return _Console(width=None if not wide or sys.stdout.isatty() else 200)
 
 
 def print_table(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from posenc.cli import options
 from posenc.cli.output import console, print_table, writable_file
-from posenc.table import Column, Table, transposed
+from posenc.table import Column, Table
 
 DTYPES = ("float32", "float64")
 #: Agreement with the closed form that `verify` requires, per table dtype.
@@ -207,11 +207,11 @@ def _print_result(result: dict, *, pairs: bool, out: Path | None) -> None:
 
 
 def properties_table(table: dict, length: int) -> Table:
-    """Property × encoding: the report's table (``posenc.report.properties_table``) transposed, the
-    encodings as columns so that it fits a terminal."""
+    """Encoding × property: the report's table (``posenc.report.properties_table``), one row per
+    encoding, so that more encodings make it longer, not wider."""
     from posenc.report import properties_table as by_encoding
 
-    view = transposed(by_encoding(table))
+    view = by_encoding(table)
     return Table(
         view.columns,
         view.rows,

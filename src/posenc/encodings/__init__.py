@@ -6,7 +6,6 @@ Adding an encoding is one file (its class, describing itself: see ``posenc.encod
 
 from __future__ import annotations
 
-import inspect
 import re
 
 from posenc.encodings.additive import AdditiveEncoding
@@ -15,7 +14,9 @@ from posenc.encodings.bias import ALiBi, BiasEncoding, SwinRelativeBias, T5Relat
 from posenc.encodings.learned import LearnedEncoding
 from posenc.encodings.nope import NoPE
 from posenc.encodings.rope import RotaryEncoding
-from posenc.encodings.sinusoidal import SinusoidalEncoding
+from posenc.encodings.rope_axes import AxialRotaryEncoding, MixedRotaryEncoding, MultimodalRotaryEncoding
+from posenc.encodings.sinusoidal import SinusoidalEncoding, SinusoidalGridEncoding
+from posenc.encodings.swin_v2 import ContinuousPositionBias
 
 #: name -> encoding class, filled by ``register``.
 ENCODINGS: dict[str, type[PositionalEncoding]] = {}
@@ -51,6 +52,11 @@ register("rope", RotaryEncoding)
 register("alibi", ALiBi)
 register("t5", T5RelativeBias)
 register("swin", SwinRelativeBias)
+register("sinusoidal_2d", SinusoidalGridEncoding)
+register("rope_axial", AxialRotaryEncoding)
+register("mrope", MultimodalRotaryEncoding)
+register("rope_mixed", MixedRotaryEncoding)
+register("swin_v2", ContinuousPositionBias)
 
 
 def available() -> list[str]:
@@ -76,10 +82,7 @@ def build(name: str, **kwargs) -> PositionalEncoding:
             the encoding does not take (the message lists those it does).
     """
     cls = encoding_class(name)
-    signature = inspect.signature(cls.__init__).parameters.values()
-    accepted = [
-        p.name for p in signature if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-    ]
+    accepted = cls.arguments()
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
         takes = ", ".join(accepted) if accepted else "no arguments"
@@ -89,6 +92,11 @@ def build(name: str, **kwargs) -> PositionalEncoding:
 
 __all__ = [
     "ALiBi",
+    "AxialRotaryEncoding",
+    "ContinuousPositionBias",
+    "MixedRotaryEncoding",
+    "MultimodalRotaryEncoding",
+    "SinusoidalGridEncoding",
     "BiasEncoding",
     "ENCODINGS",
     "SwinRelativeBias",

@@ -35,7 +35,9 @@ class AdditiveEncoding(PositionalEncoding):
         check_float_tensor("x", x)
         if x.dim() != 3 or x.shape[1] == 0:
             raise ValueError(f"x must have shape [b, s, d] with s ≥ 1, got {tuple(x.shape)}")
-        positions = resolve_positions(positions, x, seq_dim=1)  # [s] or [b, s]
+        positions = resolve_positions(
+            positions, x, seq_dim=1, columns=self.position_columns
+        )  # [s] or [b, s] (, n)
         codes = self.codes(positions).to(x.dtype)  # [s, d_model] or [b, s, d_model]
         if self.mode == "add":
             if x.shape[-1] != self.d_model:

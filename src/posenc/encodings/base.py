@@ -154,8 +154,28 @@ class PositionalEncoding(nn.Module):
         among d_model, n_heads, d_head = d_model / n_heads and max_len. Override to add more (e.g. a
         symmetric bias for a bidirectional model)."""
         sizes = {"d_model": d_model, "n_heads": n_heads, "d_head": d_model // n_heads, "max_len": max_len}
-        accepted = inspect.signature(cls.__init__).parameters
+        accepted = cls.arguments()
         return {name: value for name, value in sizes.items() if name in accepted}
+
+    @classmethod
+    def arguments(cls) -> list[str]:
+        """The keyword arguments the constructor takes: its own, and, where it passes ``**kwargs`` on,
+        those of the parent it passes them to (a variant with other defaults takes its parent's)."""
+        names: list[str] = []
+        for klass in cls.__mro__:
+            if "__init__" not in vars(klass):
+                continue
+            parameters = inspect.signature(vars(klass)["__init__"]).parameters.values()
+            names += [
+                p.name
+                for p in parameters
+                if p.name != "self"
+                and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                and p.name not in names
+            ]
+            if not any(p.kind == p.VAR_KEYWORD for p in parameters) or klass is PositionalEncoding:
+                break
+        return names
 
     @classmethod
     def specimen_arguments(cls) -> dict:
@@ -225,11 +245,15 @@ class PositionalEncoding(nn.Module):
         """Positions ``[s]`` and shifts Δ at which a shift of every position is a translation.
 
         The relative-position test compares attention logits at ``positions`` and ``positions + Δ``.
-        Default: 0 … seq_len − 1 and Δ = 1, 7, 100, kept inside ``position_limit``.
+        Default: 0 … seq_len − 1 and Δ = 1, 7, 100, kept inside ``position_limit``. On n axes: a grid of
+        about ``seq_len`` tokens ``[s, n]`` and shift vectors Δ (1, 7 and 100 along each axis, and 3 along
+        all of them: the grid translation test).
 
         Raises:
             ValueError: a given shift that leaves the encoding's positions, or no room to shift at all.
         """
+        if self.position_columns > 1:
+            return self._grid_translations(seq_len, shifts)
         limit = self.position_limit
         if limit is not None:
             seq_len = min(seq_len, limit // 2)
@@ -243,6 +267,28 @@ class PositionalEncoding(nn.Module):
                     f"shift {shift} moves positions 0 … {seq_len - 1} outside the table of {limit}"
                 )
         return torch.arange(seq_len), tuple(shifts)
+
+    def _grid_translations(
+        self, seq_len: int, shifts: tuple | None
+    ) -> tuple[torch.Tensor, tuple[tuple[int, ...], ...]]:
+        n = self.position_columns
+        side = max(2, round(seq_len ** (1 / n)))
+        grid = torch.stack(torch.meshgrid(*[torch.arange(side)] * n, indexing="ij"), dim=-1).reshape(-1, n)
+        if shifts is None:
+            unit = torch.eye(n, dtype=torch.int64)
+            shifts = tuple(tuple((step * unit[a]).tolist()) for step in (1, 7, 100) for a in range(n))
+            shifts += ((3,) * n,)
+        for shift in shifts:
+            if not isinstance(shift, tuple) or len(shift) != n:
+                raise ValueError(f"a shift of positions on {n} axes is a tuple of {n} ints, got {shift!r}")
+        return grid, tuple(shifts)
+
+    def along_line(self, positions: torch.Tensor) -> torch.Tensor:
+        """Positions ``[...]`` on one line as this encoding takes them: themselves on one axis, the
+        diagonal ``[..., n]`` (every coordinate equal, where M-RoPE puts text) on n axes. Analysis
+        measures the 1-D claims (codes, rotations, decay with distance) along it."""
+        n = self.position_columns
+        return positions if n == 1 else positions.unsqueeze(-1).expand(*positions.shape, n)
 
     # --- optional views that analysis reads; None where they do not apply ---------------------------
 

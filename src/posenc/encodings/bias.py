@@ -22,6 +22,7 @@ from posenc._validation import (
 from posenc.encodings.base import PositionalEncoding, SeedRow
 from posenc.functional.alibi import alibi_bias, alibi_distance_bias, alibi_scores, alibi_slopes
 from posenc.functional.relative import swin_relative_index, swin_table_size, t5_relative_bucket
+from posenc.functional.resample import resize_relative_table
 
 
 def _positions(positions: torch.Tensor | None, offset: int) -> Callable:
@@ -341,6 +342,16 @@ class SwinRelativeBias(BiasEncoding):
 
     def pair_bias(self, q_position, k_position, head):
         return self.table[self.relative_index[q_position, k_position], head]
+
+    def resized(self, window: int | tuple[int, int], *, mode: str = "bicubic") -> SwinRelativeBias:
+        """A new bias for another window, its table this one's interpolated over the 2-D offsets
+        (:func:`posenc.functional.resize_relative_table`), as Swin fine-tunes at a larger window."""
+        resized = SwinRelativeBias(self.n_heads, window=window)
+        with torch.no_grad():
+            resized.table.copy_(
+                resize_relative_table(self.table.detach(), self.window_shape, window, mode=mode)
+            )
+        return resized.to(self.table.device)
 
     def extra_repr(self) -> str:
         return f"n_heads={self.n_heads}, window={self.window}"

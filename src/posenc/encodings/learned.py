@@ -8,6 +8,7 @@ from torch import nn
 from posenc._validation import check_choice, check_on_device, check_positive_float, check_positive_int
 from posenc.encodings.additive import AdditiveEncoding
 from posenc.encodings.base import SeedRow
+from posenc.functional.resample import resample_table
 
 #: init name -> (std, truncated at ±2 std) as in each model's original code:
 #: GPT-2 draws wpe from N(0, 0.01²); BERT draws position embeddings from a normal
@@ -88,6 +89,33 @@ class LearnedEncoding(AdditiveEncoding):
                 f"position {largest} is at or past max_len={self.max_len}: a learned table has no code for it"
             )
         return self.weight[positions]  # [..., d_model]
+
+    def resampled(
+        self,
+        old_size: int | tuple[int, ...],
+        new_size: int | tuple[int, ...],
+        *,
+        prefix_tokens: int = 0,
+        mode: str = "bicubic",
+        antialias: bool = True,
+    ) -> LearnedEncoding:
+        """A new encoding whose table is this one moved from an ``old_size`` grid of patches to a
+        ``new_size`` one (a ViT fine-tuned at another resolution), prefix rows (CLS) kept; see
+        :func:`posenc.functional.resample_table`. Its positions are the new table's rows."""
+        table = resample_table(
+            self.weight.detach(),
+            old_size,
+            new_size,
+            prefix_tokens=prefix_tokens,
+            mode=mode,
+            antialias=antialias,
+        )
+        resampled = LearnedEncoding(
+            table.shape[0], self.d_model, init=self.init, std=self.std, mode=self.mode
+        )
+        with torch.no_grad():
+            resampled.weight.copy_(table)
+        return resampled.to(self.weight.device)
 
     def extra_repr(self) -> str:
         return f"max_len={self.max_len}, {super().extra_repr()}, init={self.init!r}, std={self.std}"

@@ -231,10 +231,13 @@ class RotaryEncoding(PositionalEncoding):
 
     @property
     def position_axes(self) -> int:
-        """Coordinate axes of a position: n with axes, sections or mixed; else 1."""
-        if self.frequency_axis is not None:
-            return int(self.frequency_axis.max()) + 1
-        return self.axes if self.mixed else 1
+        """Coordinate axes of a position: n with axes, sections or mixed; else 1 (a host int, also
+        under torch.compile)."""
+        if self.mixed:
+            return self.axes
+        if self.sections is not None:
+            return len(self.sections)
+        return 1 if self.axes is None else len(self.axes)
 
     @property
     def position_columns(self) -> int:

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import torch
 
-from posenc._validation import check_even_positive_int, check_positive_float
+from posenc._validation import check_choice, check_even_positive_int, check_positive_float, check_positive_int
 from posenc.encodings.additive import AdditiveEncoding
 from posenc.encodings.base import SeedRow
 from posenc.functional.angles import exact_cos_sin, reduced_angles, reduced_angles_unchecked
-from posenc.functional.sinusoidal import sinusoidal_frequency_pieces, sinusoidal_table
+from posenc.functional.sinusoidal import (
+    AXIS_LAYOUTS,
+    axis_codes,
+    sinusoidal_frequency_pieces,
+    sinusoidal_table,
+)
 
 #: Positions below this are served from a float64 table grown on demand; others computed directly.
 CACHE_POSITIONS = 1 << 16
@@ -27,6 +32,11 @@ class SinusoidalEncoding(AdditiveEncoding):
         d_model: width of each code (even).
         base: wavelength base, 10000 in the paper.
         mode: ``"add"`` or ``"concat"``.
+        axes: positions on this many coordinate axes (``[s, n]`` or ``[b, s, n]``; 2 for image patches,
+            3 for video), each coded with d_model/n channels (integer coordinates exact, float ones in
+            float64).
+        layout: on several axes, ``"mae"`` (MAE's and diffusers' 2-D sin-cos, the default) or
+            ``"axes"`` (the seed's code per axis); see :func:`posenc.functional.sinusoidal_table`.
     """
 
     parameter_formula = "0"
@@ -46,12 +56,29 @@ class SinusoidalEncoding(AdditiveEncoding):
         "for the first pair to 2π·base^((d − 2)/d) for the last.",
     }
 
-    def __init__(self, d_model: int, *, base: float = 10000.0, mode: str = "add") -> None:
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        base: float = 10000.0,
+        mode: str = "add",
+        axes: int = 1,
+        layout: str | None = None,
+    ) -> None:
         super().__init__(check_even_positive_int("d_model", d_model), mode=mode)
         self.base = check_positive_float("base", base)
+        self.axes = check_positive_int("axes", axes)
+        if self.axes == 1 and layout is not None:
+            raise ValueError(f"layout {layout!r} codes positions on several axes; axes=1 has one")
+        self.layout = None if self.axes == 1 else check_choice("layout", layout or "mae", AXIS_LAYOUTS)
+        if self.d_model % (2 * self.axes):
+            raise ValueError(
+                f"d_model={self.d_model} does not split into an even width for each of {self.axes} axes"
+            )
         self.register_buffer("table", torch.empty(0, self.d_model, dtype=torch.float64), persistent=False)
         # a plain attribute, not a buffer: module.to(dtype) cannot round it
         self._frequency_pieces = sinusoidal_frequency_pieces(self.d_model, self.base)  # [d/2, 4] float64
+        self._axis_pieces = sinusoidal_frequency_pieces(self.d_model // self.axes, self.base)  # [D/2, 4]
 
     def _grow(self, length: int) -> None:
         if length > self.table.shape[0]:
@@ -59,7 +86,23 @@ class SinusoidalEncoding(AdditiveEncoding):
             table = sinusoidal_table(length, self.d_model, base=self.base, dtype=torch.float64)
             self.table = table.to(self.table.device)
 
+    @property
+    def position_axes(self) -> int:
+        return self.axes
+
+    @property
+    def position_columns(self) -> int:
+        return self.axes
+
     def codes(self, positions: torch.Tensor) -> torch.Tensor:
+        if self.axes > 1:  # coordinates [..., s, n]
+            if torch.compiler.is_compiling():
+                return axis_codes(
+                    positions, self.d_model, base=self.base, layout=self.layout, pieces=self._axis_pieces
+                )
+            return sinusoidal_table(
+                positions, self.d_model, base=self.base, dtype=torch.float64, layout=self.layout
+            )
         if torch.compiler.is_compiling():  # tensor ops only: no cache growth (a host sync) in a graph
             angle = reduced_angles_unchecked(positions, self._frequency_pieces)  # [..., d/2]
             return torch.stack((angle.sin(), angle.cos()), dim=-1).flatten(-2)  # [..., d]
@@ -70,20 +113,24 @@ class SinusoidalEncoding(AdditiveEncoding):
             return self.table[positions]  # [..., d_model]
         return sinusoidal_table(positions, self.d_model, base=self.base, dtype=torch.float64)
 
-    def frequency_pieces(self) -> torch.Tensor:
-        """ω_k = base^(−2k/d_model) to 60 digits, as float64 pieces ``[d_model/2, 4]``."""
-        return self._frequency_pieces
+    def frequency_pieces(self) -> torch.Tensor | None:
+        """ω_k = base^(−2k/d_model) to 60 digits, as float64 pieces ``[d_model/2, 4]`` (one axis only)."""
+        return self._frequency_pieces if self.axes == 1 else None
 
-    def closed_form_dot(self, distances: torch.Tensor) -> torch.Tensor:
+    def closed_form_dot(self, distances: torch.Tensor) -> torch.Tensor | None:
         """PE[i]·PE[i + d] = Σ_k cos(d·ω_k) (seeds 000 and 002), float64, shaped like ``distances``."""
+        if self.axes > 1:
+            return None
         cos, _ = exact_cos_sin(distances, self._frequency_pieces)  # [..., d/2]
         return cos.sum(dim=-1)
 
-    def shift_map(self, offset: int) -> torch.Tensor:
+    def shift_map(self, offset: int) -> torch.Tensor | None:
         """M_k with PE(pos + k) = M_k·PE(pos) (seed 004 §2.2, property 3), float64 ``[d, d]``.
 
         [sin(a+b), cos(a+b)] = [[cos b, sin b], [−sin b, cos b]]·[sin a, cos a], b = k·ω_i.
         """
+        if self.axes > 1:
+            return None
         angle = reduced_angles(torch.tensor(offset), self._frequency_pieces)  # [d/2]
         cos, sin = angle.cos(), angle.sin()
         matrix = torch.zeros(self.d_model, self.d_model, dtype=torch.float64)
@@ -93,4 +140,29 @@ class SinusoidalEncoding(AdditiveEncoding):
         return matrix
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, base={self.base}"
+        axes = f", axes={self.axes}, layout={self.layout!r}" if self.axes > 1 else ""
+        return f"{super().extra_repr()}, base={self.base}{axes}"
+
+
+class SinusoidalGridEncoding(SinusoidalEncoding):
+    """2-D sin-cos codes of image patches (MAE, He et al., 2022, https://arxiv.org/abs/2111.06377; diffusers).
+
+    :class:`SinusoidalEncoding` with ``axes=2, layout="mae"``: half the width codes the patch's column,
+    half its row, sines then cosines. Positions ``[s, 2]`` or ``[b, s, 2]`` (row, column), e.g.
+    :func:`posenc.functional.grid_positions`; integer or fractional (diffusers' interpolation scale).
+    """
+
+    specimen_kwargs = {"d_model": 64}
+    label = "2-D sin-cos (MAE)"
+    seed_row = None
+    lab_not_applicable = (
+        "its positions are coordinates on two axes (image patches); the lab's tasks are 1-D sequences"
+    )
+    figures = {
+        "patch-similarity": "The cosine similarity of one patch's code to every patch's: highest at the patch, "
+        "falling off along its row and its column (each half of the code sees one axis).",
+        "logit-shift": "An absolute code: moving the grid moves the logits.",
+    }
+
+    def __init__(self, d_model: int, *, axes: int = 2, layout: str = "mae", **kwargs) -> None:
+        super().__init__(d_model, axes=axes, layout=layout, **kwargs)

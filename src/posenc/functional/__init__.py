@@ -1,16 +1,28 @@
 """Pure tensor maths: no modules, no state."""
 
 from posenc.functional.alibi import alibi_attention, alibi_bias, alibi_distance_bias, alibi_slopes
-from posenc.functional.angles import MAX_POSITION, exact_cos_sin, reduced_angles
+from posenc.functional.angles import MAX_POSITION, coordinate_angles, exact_cos_sin, reduced_angles
+from posenc.functional.coordinates import (
+    from_mrope_layout,
+    grid_positions,
+    mrope_decode_positions,
+    mrope_positions,
+    to_mrope_layout,
+)
 from posenc.functional.relative import swin_relative_index, swin_table_size, t5_relative_bucket
+from posenc.functional.resample import resample_table, resize_relative_table
 from posenc.functional.rope import (
     SCALINGS,
     apply_rope,
     apply_rope_qk,
     interleaved_to_half_permutation,
     permute_qk_weight,
+    rope_axial_frequencies,
     rope_cos_sin,
     rope_inv_freq,
+    rope_mixed_cos_sin,
+    rope_mixed_frequencies,
+    rope_section_axes,
     xpos_scale,
 )
 from posenc.functional.sinusoidal import sinusoidal_frequencies, sinusoidal_table
@@ -24,16 +36,28 @@ __all__ = [
     "alibi_slopes",
     "apply_rope",
     "apply_rope_qk",
+    "coordinate_angles",
     "exact_cos_sin",
+    "from_mrope_layout",
+    "grid_positions",
     "interleaved_to_half_permutation",
+    "mrope_decode_positions",
+    "mrope_positions",
     "permute_qk_weight",
     "reduced_angles",
+    "resample_table",
+    "resize_relative_table",
+    "rope_axial_frequencies",
     "rope_cos_sin",
     "rope_inv_freq",
+    "rope_mixed_cos_sin",
+    "rope_mixed_frequencies",
+    "rope_section_axes",
     "sinusoidal_frequencies",
     "sinusoidal_table",
     "swin_relative_index",
     "swin_table_size",
     "t5_relative_bucket",
+    "to_mrope_layout",
     "xpos_scale",
 ]

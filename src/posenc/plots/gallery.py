@@ -30,11 +30,13 @@ from posenc.analysis import (
     swin_offset_table,
     t5_bucket_map,
 )
+from posenc.analysis.grid import grid_bias, mrope_example, patch_similarity
 from posenc.analysis.precision import RECIPES, angle_error
 from posenc.analysis.spectrum import EXAMPLE_FACTOR, EXAMPLE_ORIGINAL_LENGTH
 from posenc.encodings import PositionalEncoding, available
 from posenc.plots.bias import bias_heads, bucket_map, bucket_table, distance_bias, offset_tables
 from posenc.plots.dot_product import flat_lines
+from posenc.plots.grid import axis_positions, grid_bias_heads, similarity_map
 from posenc.plots.matrix import encoding_matrix, gram_heatmap
 from posenc.plots.precision import angle_errors
 from posenc.plots.rotation import rotating_vector
@@ -50,6 +52,9 @@ FLAT_DISTANCES = (1, 3, 5, 7, 9, 11, 13)
 ROTATION_POSITIONS = 33
 #: Query/key positions of the bias heatmaps, and the distances of the bias lines.
 BIAS_POSITIONS = 48
+#: The grid of the patch-similarity figure, and of the 2-D bias heatmaps.
+PATCH_GRID = (14, 14)
+BIAS_GRID = (9, 9)
 #: Positions of the angle-error figure: 2^0 … 2^22, eight per octave.
 ERROR_POSITIONS = torch.unique(torch.round(torch.logspace(0, 22, 22 * 8 + 1, base=2.0)).to(torch.int64))
 
@@ -75,11 +80,11 @@ class FigureKind:
 
 
 def _gives_codes(encoding: PositionalEncoding) -> bool:
-    return encoding.codes(torch.arange(1)) is not None
+    return encoding.codes(encoding.along_line(torch.arange(1))) is not None
 
 
 def _gives_rotation(encoding: PositionalEncoding) -> bool:
-    return encoding.rotation_tables(torch.arange(1)) is not None
+    return encoding.rotation_tables(encoding.along_line(torch.arange(1))) is not None
 
 
 def _needs_codes(encoding: PositionalEncoding) -> str | None:
@@ -99,8 +104,9 @@ def _needs_frequencies(encoding: PositionalEncoding) -> str | None:
 
 
 def _needs_bias(encoding: PositionalEncoding) -> str | None:
+    origin = encoding.along_line(torch.arange(1))
     with torch.no_grad():
-        gives = encoding.bias(torch.arange(1), torch.arange(1)) is not None
+        gives = encoding.bias(origin, origin) is not None
     return None if gives else "bias"
 
 
@@ -108,6 +114,18 @@ def _needs_distance_bias(encoding: PositionalEncoding) -> str | None:
     if encoding.position_axes != 1:
         return "a bias of 1-D distances"
     return _needs_bias(encoding)
+
+
+def _needs_grid(encoding: PositionalEncoding) -> str | None:
+    return None if encoding.position_columns >= 2 else "positions on two axes or more"
+
+
+def _needs_grid_bias(encoding: PositionalEncoding) -> str | None:
+    return _needs_grid(encoding) or _needs_bias(encoding)
+
+
+def _needs_three_axes(encoding: PositionalEncoding) -> str | None:
+    return None if encoding.position_columns == 3 else "positions on three axes (t, h, w)"
 
 
 def _needs_attributes(*names: str) -> Callable[[PositionalEncoding], str | None]:
@@ -141,12 +159,12 @@ def _rows(encoding: PositionalEncoding) -> int:
 def _rotation_rows(encoding: PositionalEncoding, length: int) -> torch.Tensor:
     """(cos mθ_k, sin mθ_k) of every pair at positions 0 … length−1, ``[T, r/2, 2]`` float64: where a
     vector whose pairs all start at (1, 0) is carried by the rotation."""
-    cos, sin = encoding.rotation_tables(torch.arange(length))  # [T, r/2] each
+    cos, sin = encoding.rotation_tables(encoding.along_line(torch.arange(length)))  # [T, r/2] each
     return torch.stack((cos, sin), dim=-1)
 
 
 def _flat(encoding: PositionalEncoding, title: str, name: str) -> Figure:
-    rotary = encoding.codes(torch.arange(1)) is None
+    rotary = not _gives_codes(encoding)
     rows = _rotation_rows(encoding, FLAT_LENGTH).flatten(1) if rotary else code_table(encoding, FLAT_LENGTH)
     dots = dot_by_distance(rows, FLAT_DISTANCES)
     closed = encoding.closed_form_dot(torch.tensor(FLAT_DISTANCES))
@@ -255,6 +273,26 @@ KINDS: dict[str, FigureKind] = {
         lambda e, title, name: offset_tables(swin_offset_table(e), title=title),
         "One learned value per 2-D offset between two tokens.",
         _needs_attributes("offset_table"),
+    ),
+    "patch-similarity": FigureKind(
+        lambda label, e: f"{label}: one patch against a {PATCH_GRID[0]}×{PATCH_GRID[1]} grid of patches",
+        lambda e, title, name: similarity_map(
+            patch_similarity(e, PATCH_GRID), patch=(PATCH_GRID[0] // 2, PATCH_GRID[1] // 2), title=title
+        ),
+        "How the centre patch's position relates to every patch's: code similarity, rotated logit or bias.",
+        _needs_grid,
+    ),
+    "grid-bias-heads": FigureKind(
+        lambda label, e: f"{label} bias from the centre of a {BIAS_GRID[0]}×{BIAS_GRID[1]} grid, per head",
+        lambda e, title, name: grid_bias_heads(grid_bias(e, BIAS_GRID), title=title),
+        "The bias each head adds between the centre patch and every patch.",
+        _needs_grid_bias,
+    ),
+    "mrope-positions": FigureKind(
+        lambda label, e: f"{label} positions of text, an image and a video (Qwen2-VL's index)",
+        lambda e, title, name: axis_positions(*mrope_example(), title=title),
+        "The (t, h, w) position of every token of a mixed sequence.",
+        _needs_three_axes,
     ),
     "logit-shift": FigureKind(
         lambda label, e: f"{label}: attention-logit change when every position shifts by Δ",

@@ -1,0 +1,120 @@
+"""Swin v2's continuous position bias: a small MLP of log-spaced 2-D offsets, so windows can grow."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from posenc._validation import as_coordinates, check_positive_int
+from posenc.encodings.base import PositionalEncoding
+
+#: Swin v2 maps the offsets of its (pretraining) window to ±8 before taking logarithms.
+OFFSET_SCALE = 8.0
+
+
+def log_spaced_offsets(offsets: torch.Tensor, window: tuple[int, int]) -> torch.Tensor:
+    """Swin v2's coordinates of 2-D offsets ``[..., 2]`` (dy, dx): each axis scaled so that the window's
+    largest offset W − 1 becomes 8, then sign(x)·log2(1 + |x|)/log2(8), so ±8 maps to ±1.04."""
+    scaled = (
+        offsets
+        / torch.tensor([w - 1 for w in window], dtype=offsets.dtype, device=offsets.device)
+        * OFFSET_SCALE
+    )
+    return torch.sign(scaled) * torch.log2(scaled.abs() + 1.0) / math.log2(OFFSET_SCALE)
+
+
+class ContinuousPositionBias(PositionalEncoding):
+    """Swin v2's log-spaced continuous position bias (Liu et al., 2022, https://arxiv.org/abs/2111.09883, §3.2).
+
+    The bias between a query and a key token at 2-D coordinates is 16·sigmoid(MLP(Δ̂)) per head, where
+    Δ = query − key (rows, columns) and Δ̂ its log-spaced form (:func:`log_spaced_offsets`); the MLP is
+    Linear(2, hidden) + ReLU + Linear(hidden, heads, no bias). Because the MLP takes continuous offsets,
+    the same weights give a bias for any window, and the log spacing keeps a larger window's offsets
+    close to the trained ones (the paper's transfer from 8×8 to 24×24 windows).
+
+    Positions are the tokens' 2-D coordinates ``[s, 2]`` or ``[b, s, 2]`` (row, column; integer or float),
+    e.g. :func:`posenc.functional.grid_positions` of the window. timm's ``RelPosMlp(mode="swin")`` is this
+    module with ``hidden=128``.
+
+    Args:
+        n_heads: attention heads.
+        window: the window (Wh, Ww), or its side, whose largest offsets map to ±8: Swin v2's
+            ``pretrained_window_size`` where one is given, else its window; each side ≥ 2.
+        hidden: the MLP's hidden width (512 in Swin v2).
+    """
+
+    kind = "bias"
+    parameter_formula = "3·H + H·h (H = hidden, 512 by default; independent of L)"
+    label = "Swin v2"
+    position_axes = 2
+    specimen_kwargs = {"n_heads": 8, "window": 8}
+    lab_not_applicable = (
+        "Swin v2's bias takes 2-D offsets between image tokens; the lab's 1-D tasks give one coordinate"
+    )
+    figures = {
+        "grid-bias-heads": "The bias of the centre token of the window to every token, per head: a smooth "
+        "function of the 2-D offset (16·sigmoid of an MLP, here untrained), defined for any offset.",
+    }
+
+    def __init__(self, n_heads: int, *, window: int | tuple[int, int] = 8, hidden: int = 512) -> None:
+        super().__init__()
+        self.n_heads = check_positive_int("n_heads", n_heads)
+        sides = (
+            (window, window) if isinstance(window, int) and not isinstance(window, bool) else tuple(window)
+        )
+        if len(sides) != 2:
+            raise ValueError(f"window must be a side or (height, width), got {window!r}")
+        self.window = tuple(check_positive_int("window", side) for side in sides)
+        if min(self.window) < 2:
+            raise ValueError(
+                f"Swin v2 scales offsets by the window's largest one, W − 1: each side must be ≥ 2, got {self.window}"
+            )
+        self.hidden = check_positive_int("hidden", hidden)
+        self.mlp = nn.Sequential(
+            nn.Linear(2, self.hidden), nn.ReLU(), nn.Linear(self.hidden, self.n_heads, bias=False)
+        )
+
+    @property
+    def position_columns(self) -> int:
+        return 2
+
+    def count_parameters(self, max_len: int, d_model: int, n_heads: int) -> int:
+        return 3 * self.hidden + self.hidden * n_heads
+
+    def _checked(self, q_positions, k_positions) -> tuple[torch.Tensor, torch.Tensor]:
+        q_positions, k_positions = (
+            as_coordinates(q_positions, 2, name="q_positions"),
+            as_coordinates(k_positions, 2, name="k_positions"),
+        )
+        if q_positions.dim() == 3 and k_positions.dim() == 3 and q_positions.shape[0] != k_positions.shape[0]:
+            raise ValueError(
+                f"q_positions and k_positions must have the same batch size, got {q_positions.shape[0]} and "
+                f"{k_positions.shape[0]}"
+            )
+        return q_positions, k_positions
+
+    def offset_bias(self, offsets: torch.Tensor) -> torch.Tensor:
+        """The bias of every head at 2-D offsets ``[..., 2]`` (query − key): ``[..., h]``."""
+        coordinates = log_spaced_offsets(offsets.to(self.mlp[0].weight.dtype), self.window)
+        return 16 * torch.sigmoid(self.mlp(coordinates))
+
+    def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
+        """``[h, i, j]`` (or ``[b, h, i, j]``) for coordinates ``[i, 2]`` and ``[j, 2]`` (or batched).
+
+        The MLP runs once per distinct offset (a window of n tokens has (2W−1)² of them, not n²); flex
+        reads this bias through the score_mod the base class derives from it."""
+        q_positions, k_positions = self._checked(q_positions, k_positions)
+        offsets = q_positions.unsqueeze(-2) - k_positions.unsqueeze(-3)  # [(b,) i, j, 2]: query − key
+        if torch.compiler.is_compiling():  # distinct offsets have a data-dependent count: every pair
+            return self.offset_bias(offsets).movedim(-1, -3)
+        distinct, index = offsets.reshape(-1, 2).unique(dim=0, return_inverse=True)
+        values = self.offset_bias(distinct)  # [distinct, h]
+        return values[index].reshape(*offsets.shape[:-1], self.n_heads).movedim(-1, -3)  # [(b,) h, i, j]
+
+    def extra_repr(self) -> str:
+        return f"n_heads={self.n_heads}, window={self.window}, hidden={self.hidden}"
+
+
+__all__ = ["ContinuousPositionBias", "log_spaced_offsets"]
