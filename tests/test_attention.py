@@ -11,7 +11,9 @@ import torch
 import posenc
 from posenc.attention import KVCache, MultiHeadAttention
 from posenc.backends import ATTENTION
+from posenc.functional import grid_positions
 from posenc.model import TransformerEncoder, TransformerLM
+from tests.conftest import ENCODING_KWARGS
 
 VOCAB, D_MODEL, HEADS = 50, 32, 4
 ENCODINGS = ["nope", "rope", "alibi", "t5", "sinusoidal", "learned"]
@@ -337,3 +339,37 @@ def test_a_term_that_reads_q_and_k_runs_on_every_backend_and_decodes_as_the_full
                 model(x[:, t : t + 1], caches=caches) for t in range(5, 12)
             ]
             torch.testing.assert_close(torch.cat(steps, dim=1), model(x), rtol=0, atol=1e-5)
+
+
+GRID_ENCODINGS = [
+    name
+    for name in posenc.available()
+    if posenc.encodings.encoding_class(name)(**ENCODING_KWARGS[name]).position_columns > 1
+]
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("name", GRID_ENCODINGS)
+def test_encodings_on_a_grid_agree_on_every_backend_and_decode_as_the_full_forward(name, causal):
+    torch.manual_seed(0)
+    model = (TransformerLM if causal else TransformerEncoder)(
+        VOCAB, d_model=32, n_layers=2, n_heads=4, encoding=name
+    )
+    columns = model.encoding.position_columns
+    positions = torch.cat(
+        (torch.zeros(12, columns - 2, dtype=torch.long), grid_positions((3, 4))), dim=1
+    )  # [12, n]
+    x = tokens()
+    with torch.no_grad():
+        set_backend(model, "eager")
+        expected = model(x, positions=positions)
+        for backend in ATTENTION:
+            set_backend(model, backend)
+            torch.testing.assert_close(model(x, positions=positions), expected, rtol=1e-6, atol=1e-5)
+        if causal:
+            caches = model.new_caches()
+            steps = [model(x[:, :5], positions=positions[:5], caches=caches)]
+            steps += [
+                model(x[:, t : t + 1], positions=positions[t : t + 1], caches=caches) for t in range(5, 12)
+            ]
+            torch.testing.assert_close(torch.cat(steps, dim=1), expected, rtol=1e-6, atol=1e-5)

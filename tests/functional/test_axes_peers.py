@@ -80,3 +80,17 @@ def test_the_mae_table_with_fractional_positions_and_a_cls_token():
     )
     ours = torch.cat((torch.zeros(1, 32, dtype=torch.float64), patches))  # MAE's CLS gets a zero code
     torch.testing.assert_close(theirs.double(), ours, rtol=0, atol=1e-6)
+
+
+def test_axial_rope_rotates_as_rotary_embedding_torch_axial_frequencies():
+    rotary_embedding_torch = pytest.importorskip(
+        "rotary_embedding_torch", reason="peer oracle: the 'peers' extra"
+    )
+    rotary = rotary_embedding_torch.RotaryEmbedding(dim=16, freqs_for="lang", theta=100)  # per axis
+    freqs = rotary.get_axial_freqs(3, 5)  # [3, 5, 32]: each axis 16 channels, concatenated
+    x = torch.randn(2, 4, 3, 5, 32, generator=torch.Generator().manual_seed(2))  # [b, h, rows, cols, d]
+    expected = rotary_embedding_torch.apply_rotary_emb(freqs, x).reshape(2, 4, 15, 32)
+    rope = posenc.build("rope", d_head=32, axes=(16, 16), base=100.0, layout="interleaved")
+    grid = grid_positions((3, 5))
+    got, _ = rope.rotate(x.reshape(2, 4, 15, 32), x.reshape(2, 4, 15, 32), grid, grid)
+    torch.testing.assert_close(got, expected, rtol=0, atol=2e-6)

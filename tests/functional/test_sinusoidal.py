@@ -150,7 +150,11 @@ def test_any_integer_positions_give_bounded_sin_cos_pairs(d_model, positions):
         ({"base": 0.0}, ValueError, "base must be positive and finite, got 0.0"),
         ({"base": -10.0}, ValueError, "base must be positive and finite, got -10.0"),
         ({"base": float("inf")}, ValueError, "base must be positive and finite, got inf"),
-        ({"layout": "diagonal"}, ValueError, "layout must be one of 'rows', 'columns', 'mae', 'axes'; got 'diagonal'"),
+        (
+            {"layout": "diagonal"},
+            ValueError,
+            "layout must be one of 'rows', 'columns', 'mae', 'axes'; got 'diagonal'",
+        ),
         ({"dtype": torch.int32}, TypeError, "dtype must be a floating-point torch.dtype, got torch.int32"),
         ({"positions_or_length": 0}, ValueError, "length must be positive, got 0"),
         ({"positions_or_length": -3}, ValueError, "length must be positive, got -3"),

@@ -1,0 +1,82 @@
+"""Swin v2's continuous position bias against a float64 loop written from the paper, and what it refuses."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+import torch
+
+import posenc
+import posenc.attention
+from posenc.functional import grid_positions
+
+
+def _reference_bias(module, q_at, k_at, window):
+    """16·sigmoid(MLP(Δ̂)) for one pair, in float64: Δ = query − key, each axis scaled so that W − 1
+    becomes 8, then sign·log2(1 + |x|)/log2(8) (Liu et al., 2022, §3.2 and their code)."""
+    offsets = [(q - k) / (w - 1) * 8 for q, k, w in zip(q_at, k_at, window, strict=True)]
+    spaced = torch.tensor(
+        [math.copysign(math.log2(1 + abs(x)) / 3, x) if x else 0.0 for x in offsets], dtype=torch.float64
+    )
+    first, second = module.mlp[0], module.mlp[2]
+    hidden = (first.weight.double() @ spaced + first.bias.double()).clamp(min=0)
+    return 16 / (1 + torch.exp(-(second.weight.double() @ hidden)))  # [h]
+
+
+@pytest.mark.parametrize("window", [(8, 8), (4, 6)])
+def test_the_bias_is_the_papers_formula_for_every_pair(window):
+    torch.manual_seed(0)
+    swin_v2 = posenc.build("swin_v2", n_heads=3, window=window, hidden=16).double()
+    grid = grid_positions((3, 4))
+    bias = swin_v2.bias(grid, grid)  # [h, 12, 12]
+    for i in range(12):
+        for j in range(12):
+            expected = _reference_bias(swin_v2, grid[i].tolist(), grid[j].tolist(), window)
+            torch.testing.assert_close(bias[:, i, j], expected, rtol=0, atol=1e-12)
+
+
+def test_one_set_of_weights_serves_a_larger_window_and_fractional_coordinates():
+    swin_v2 = posenc.build("swin_v2", n_heads=2, window=8, hidden=32)
+    small, large = grid_positions((8, 8)), grid_positions((24, 24))
+    assert swin_v2.bias(large, large).shape == (2, 576, 576)
+    # the offsets the small window has are given the same bias inside the large one
+    torch.testing.assert_close(
+        swin_v2.bias(small[:1], small),
+        swin_v2.bias(large[:1], large[[r * 24 + c for r in range(8) for c in range(8)]]),
+    )
+    half = swin_v2.bias(small.double() * 0.5, small.double() * 0.5)
+    assert torch.isfinite(half).all()
+
+
+def test_gradients_reach_the_mlp_through_attention():
+    swin_v2 = posenc.build("swin_v2", n_heads=2, window=4, hidden=8)
+    attention = posenc.attention.MultiHeadAttention(16, 2, encoding=swin_v2, causal=False)
+    attention(torch.randn(1, 16, 16), positions=grid_positions((4, 4))).square().sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in swin_v2.parameters())
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: posenc.build("swin_v2", n_heads=2, window=1), "each side must be ≥ 2, got (1, 1)"),
+        (
+            lambda: posenc.build("swin_v2", n_heads=2, window=(8, 8, 8)),
+            "window must be a side or (height, width)",
+        ),
+        (
+            lambda: posenc.build("swin_v2", n_heads=2).bias(torch.zeros(4, 3), torch.zeros(4, 3)),
+            "q_positions must be [..., s, 2]",
+        ),
+        (
+            lambda: posenc.build("swin_v2", n_heads=2).bias(
+                torch.tensor([[0.0, float("nan")]]), torch.zeros(1, 2)
+            ),
+            "q_positions must be finite coordinates, got nan",
+        ),
+    ],
+)
+def test_bad_windows_and_coordinates_are_refused_naming_the_value(call, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()
