@@ -307,7 +307,7 @@ class ContentDistance(posenc.PositionalEncoding):
         self.n_heads = n_heads
         self.weight = torch.nn.Parameter(torch.linspace(0.1, 0.5, n_heads))
 
-    def score_terms(self, q, k, q_positions, k_positions):
+    def score_terms(self, q, k, q_positions, k_positions, *, project=None):
         groups = q.shape[1] // k.shape[1]
         k = k.repeat_interleave(groups, dim=1)  # [b, h, j, d]
         distance = (q_positions[..., :, None] - k_positions[..., None, :]).abs().to(q.dtype)  # [(b,) i, j]

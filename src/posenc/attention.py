@@ -1,8 +1,10 @@
 """Multi-head attention that takes any positional encoding through one interface.
 
 Every encoding is asked the same questions on every call: ``rotate`` q and k (RoPE), ``bias`` the
-scores (ALiBi, T5, Swin) or, for the flex backend, ``score_mod``, and ``score_terms`` that read q and
-k. Additive encodings act on the embeddings before attention and answer with identities here. The
+scores (ALiBi, T5, Swin) or, for the flex backend, ``score_mod``, ``score_terms`` that read q and
+k (with the layer's projections at hand, ``project_heads``), and, for an encoding that
+``reads_attention_weights`` (Shaw's relative values), ``value_terms`` added to the output: those
+weights exist only on the eager path, which then serves every backend. Additive encodings act on the embeddings before attention and answer with identities here. The
 base class derives a score_mod from a bias and a bias from a score_mod, so every backend serves every
 encoding; a bias of the distance alone (``distance_bias``) takes a faster path on CPU.
 
@@ -193,7 +195,14 @@ class MultiHeadAttention(nn.Module):
         The bias is the encoding's ``bias`` (or, on flex, its ``score_mod``); the terms its
         ``score_terms``, which read q and k. Every backend serves every encoding.
         """
-        terms = self.encoding.score_terms(q, k, q_positions, k_positions)  # [b, h, i, j] or None
+        terms = self.encoding.score_terms(
+            q, k, q_positions, k_positions, project=self.project_heads
+        )  # [b, h, i, j] or None
+        if self.encoding.reads_attention_weights:  # the weights themselves are needed: eager, any backend
+            bias = _sum(self.encoding.bias(q_positions, k_positions), terms)
+            return self._eager(
+                q, k, v, bias, self._mask(q.shape[2], k.shape[2], q.device), q_positions, k_positions
+            )
         if self.backend == "flex":
             return self._flex(q, k, v, q_positions, k_positions, terms)
         if self.backend == "sdpa" and terms is None and self._per_distance(q, k, q_positions, k_positions):
@@ -227,7 +236,7 @@ class MultiHeadAttention(nn.Module):
         offset = k_len - q_len  # the queries are the last q_len positions of the key sequence
         return torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(diagonal=offset)  # [i, j]
 
-    def _eager(self, q, k, v, bias, mask) -> torch.Tensor:
+    def _eager(self, q, k, v, bias, mask, q_positions=None, k_positions=None) -> torch.Tensor:
         groups = self.n_heads // self.n_kv_heads
         k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)  # [b, h, j, d]
         scores = (q.float() @ k.float().transpose(-1, -2)) / self.d_head**0.5  # [b, h, i, j]
@@ -235,7 +244,19 @@ class MultiHeadAttention(nn.Module):
             scores = scores + bias.float()
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
-        return (scores.softmax(dim=-1) @ v.float()).to(q.dtype)
+        weights = scores.softmax(dim=-1)  # [b, h, i, j]
+        out = weights @ v.float()  # [b, h, i, d]
+        if self.encoding.reads_attention_weights:
+            out = out + self.encoding.value_terms(weights, q_positions, k_positions).float()
+        return out.to(q.dtype)
+
+    def project_heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Embeddings ``[n, d_model]`` through this layer's query and key projections, as heads:
+        ``([h, n, d_head], [h_kv, n, d_head])`` (what DeBERTa applies to its relative embeddings)."""
+        n = x.shape[0]
+        queries = self.q_proj(x).view(n, self.n_heads, self.d_head).transpose(0, 1)
+        keys = self.k_proj(x).view(n, self.n_kv_heads, self.d_head).transpose(0, 1)
+        return queries, keys
 
     def _flex(self, q, k, v, q_positions, k_positions, terms) -> torch.Tensor:
         score_mod = self.encoding.score_mod(q_positions=q_positions, k_positions=k_positions)

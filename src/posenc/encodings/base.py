@@ -135,6 +135,9 @@ class PositionalEncoding(nn.Module):
     #: Whether a key rotated once stays right for every later query, so a KV cache may hold rotated
     #: keys. Where False, attention caches keys unrotated and rotates them with each call's queries.
     rotated_keys_are_cacheable: bool = True
+    #: Whether the encoding counts positions from the content (CoPE's gates on q·k) rather than reading
+    #: the positions it is given: the relative-position test then says so instead of a category.
+    contextual_positions: ClassVar[bool] = False
 
     def _apply(self, fn, recurse=True):
         super()._apply(fn, recurse)
@@ -399,10 +402,35 @@ class PositionalEncoding(nn.Module):
         return lambda score, b, h, q_idx, kv_idx: score + bias[b, h, q_idx, kv_idx].to(score.dtype)
 
     def score_terms(
-        self, q: torch.Tensor, k: torch.Tensor, q_positions: torch.Tensor, k_positions: torch.Tensor
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        q_positions: torch.Tensor,
+        k_positions: torch.Tensor,
+        *,
+        project: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None,
     ) -> torch.Tensor | None:
-        """Logit terms ``[b, h, i, j]`` that read the (rotated) queries and keys as well as positions
-        (the relative schemes of Shaw et al., Transformer-XL, DeBERTa, CoPE), added to q·kᵀ/√d; None here."""
+        """Logit terms ``[b, h, i, j]`` that read the (rotated) queries ``[b, h, i, d]`` and keys
+        ``[b, h_kv, j, d]`` as well as positions (the relative schemes of Shaw et al., Transformer-XL,
+        DeBERTa, CoPE), added to q·kᵀ/√d; None here.
+
+        ``project``: the attention layer's own query and key projections, ``[n, d_model] -> ([h, n, d],
+        [h_kv, n, d])`` (no positions applied), for a scheme that projects its position embeddings with
+        them (DeBERTa's shared attention key); None where no layer gives one.
+        """
+        return None
+
+    @property
+    def reads_attention_weights(self) -> bool:
+        """Whether the encoding adds ``value_terms`` to the output: attention then computes its weights
+        explicitly (the eager path, on every backend)."""
+        return False
+
+    def value_terms(
+        self, weights: torch.Tensor, q_positions: torch.Tensor, k_positions: torch.Tensor
+    ) -> torch.Tensor | None:
+        """Output terms ``[b, h, i, d]`` from the attention weights ``[b, h, i, j]`` (softmax of the
+        scores), added to weights·V: Shaw et al.'s relative values; None here."""
         return None
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
