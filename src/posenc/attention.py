@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc._validation import check_positive_int
+from posenc._validation import check_bool, check_positive_int
 from posenc.backends import ATTENTION, check_backend
 from posenc.encodings import PositionalEncoding, build
 from posenc.encodings.base import resolve_positions
@@ -115,6 +115,7 @@ class MultiHeadAttention(nn.Module):
             instance) or None for none.
         backend: ``"eager" | "sdpa" | "flex"``.
         causal: mask keys after each query (decoders); False for encoders.
+        bias: biases on the q, k, v and output projections (BERT, DeBERTa); none by default (LLaMA).
     """
 
     def __init__(
@@ -126,6 +127,7 @@ class MultiHeadAttention(nn.Module):
         encoding: PositionalEncoding | None = None,
         backend: str = "sdpa",
         causal: bool = True,
+        bias: bool = False,
     ) -> None:
         super().__init__()
         self.d_model = check_positive_int("d_model", d_model)
@@ -140,10 +142,11 @@ class MultiHeadAttention(nn.Module):
         self.causal = bool(causal)
         self.encoding = build("nope") if encoding is None else encoding
         _check_encoding(self.encoding, self.n_heads)
-        self.q_proj = nn.Linear(d_model, self.n_heads * self.d_head, bias=False)
-        self.k_proj = nn.Linear(d_model, self.n_kv_heads * self.d_head, bias=False)
-        self.v_proj = nn.Linear(d_model, self.n_kv_heads * self.d_head, bias=False)
-        self.out_proj = nn.Linear(self.n_heads * self.d_head, d_model, bias=False)
+        bias = check_bool("bias", bias)
+        self.q_proj = nn.Linear(d_model, self.n_heads * self.d_head, bias=bias)
+        self.k_proj = nn.Linear(d_model, self.n_kv_heads * self.d_head, bias=bias)
+        self.v_proj = nn.Linear(d_model, self.n_kv_heads * self.d_head, bias=bias)
+        self.out_proj = nn.Linear(self.n_heads * self.d_head, d_model, bias=bias)
 
     def forward(
         self, x: torch.Tensor, positions: torch.Tensor | None = None, cache: KVCache | None = None
