@@ -156,3 +156,45 @@ def test_positions_and_the_cache_offset_are_resolved_once_per_forward(name, monk
     assert len(calls) == 2
     assert [int(p[0].max()) for p in seen] == [0, 0, 0, 5, 5, 5]  # the cache offset, read once per call
     assert seen[0] is seen[1] is seen[2] and seen[3] is seen[4] is seen[5]
+
+
+def test_randomized_positions_in_training_and_ordinary_ones_in_evaluation(monkeypatch):
+    import posenc.attention
+
+    seen = []
+    forward_at = posenc.attention.MultiHeadAttention.forward_at
+    monkeypatch.setattr(
+        posenc.attention.MultiHeadAttention,
+        "forward_at",
+        lambda self, x, positions, cache=None: (
+            seen.append(positions) or forward_at(self, x, positions, cache)
+        ),
+    )
+    torch.manual_seed(0)
+    model = TransformerLM(32, d_model=16, n_layers=1, n_heads=2, encoding="rope", random_positions=1000)
+    tokens = torch.randint(0, 32, (4, 10))
+    model.train()
+    model(tokens)
+    trained = seen[-1]
+    assert trained.shape == (4, 10) and (trained.diff(dim=-1) > 0).all() and int(trained.max()) < 1000
+    assert int(trained.max()) > 9  # drawn from the whole range, not 0 … 9
+    model.eval()
+    model(tokens)
+    assert torch.equal(seen[-1], torch.arange(10))
+
+
+@pytest.mark.parametrize(
+    ("encoding", "kwargs", "message"),
+    [
+        (
+            "learned",
+            {"max_len": 64, "random_positions": 100},
+            "random_positions=100 reaches past the encoding's 64 positions",
+        ),
+        ("rope_axial", {"random_positions": 100}, "random_positions draws positions on one axis"),
+        ("rope", {"random_positions": 0}, "random_positions must be positive, got 0"),
+    ],
+)
+def test_randomized_positions_an_encoding_cannot_take_are_refused(encoding, kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        TransformerLM(32, d_model=16, n_layers=1, n_heads=2, encoding=encoding, **kwargs)

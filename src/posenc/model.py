@@ -15,6 +15,7 @@ from torch import nn
 from posenc._validation import check_bool, check_on_device, check_positive_int
 from posenc.attention import KVCache, MultiHeadAttention, continued_positions
 from posenc.encodings import PositionalEncoding, build, encoding_class
+from posenc.functional.randomized import randomized_positions
 
 
 def default_encoding_arguments(name: str, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
@@ -78,6 +79,10 @@ class TransformerLM(nn.Module):
             receive no gradient).
         backend: attention backend, ``"eager" | "sdpa" | "flex"``.
         causal: True for a decoder.
+        random_positions: randomized positions (Ruoss et al., 2023): while training (``model.train()``),
+            a call without positions puts each sequence at a sorted sample of distinct positions from
+            0 … random_positions − 1 (:func:`posenc.functional.randomized_positions`); in eval mode, and
+            with a KV cache, positions are 0 … s − 1 (or those given) as without it. None: off.
     """
 
     def __init__(
@@ -95,6 +100,7 @@ class TransformerLM(nn.Module):
         share_encoding: bool = True,
         backend: str = "sdpa",
         causal: bool = True,
+        random_positions: int | None = None,
     ) -> None:
         super().__init__()
         self.vocab_size = check_positive_int("vocab_size", vocab_size)
@@ -110,6 +116,7 @@ class TransformerLM(nn.Module):
         elif encoding_kwargs:
             raise ValueError("encoding_kwargs apply to an encoding given by name, not to an instance")
         self.encoding = encoding
+        self.random_positions = self._check_random_positions(random_positions)
         added = encoding.output_width(d_model) - d_model  # > 0 when the encoding concatenates
         if added >= d_model:
             raise ValueError(f"a concatenated encoding of width {added} leaves no room in d_model={d_model}")
@@ -138,6 +145,19 @@ class TransformerLM(nn.Module):
         if added == 0:
             self.head.weight = self.token_embedding.weight  # tied
 
+    def _check_random_positions(self, random_positions: int | None) -> int | None:
+        if random_positions is None:
+            return None
+        random_positions = check_positive_int("random_positions", random_positions)
+        if self.encoding.position_columns != 1:
+            raise ValueError("random_positions draws positions on one axis; this encoding takes coordinates")
+        limit = self.encoding.position_limit
+        if limit is not None and random_positions > limit:
+            raise ValueError(
+                f"random_positions={random_positions} reaches past the encoding's {limit} positions (its max_len)"
+            )
+        return random_positions
+
     def new_caches(self) -> list[KVCache]:
         """One empty KV cache per layer, for incremental decoding."""
         return [KVCache() for _ in self.blocks]
@@ -159,6 +179,10 @@ class TransformerLM(nn.Module):
         check_token_ids(tokens, self.vocab_size)
         x = self.token_embedding(tokens)  # [b, s, d − added]
         cache = caches[0] if caches else None
+        if positions is None and cache is None and self.training and self.random_positions is not None:
+            positions = randomized_positions(
+                tokens.shape[0], tokens.shape[1], self.random_positions, device=tokens.device
+            )
         positions = continued_positions(
             positions, x, cache, self.encoding.position_columns
         )  # once for all layers

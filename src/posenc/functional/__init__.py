@@ -9,6 +9,7 @@ from posenc.functional.coordinates import (
     mrope_positions,
     to_mrope_layout,
 )
+from posenc.functional.randomized import randomized_positions
 from posenc.functional.relative import swin_relative_index, swin_table_size, t5_relative_bucket
 from posenc.functional.resample import resample_table, resize_relative_table
 from posenc.functional.rope import (
@@ -28,6 +29,7 @@ from posenc.functional.rope import (
 from posenc.functional.sinusoidal import sinusoidal_frequencies, sinusoidal_table
 
 __all__ = [
+    "randomized_positions",
     "MAX_POSITION",
     "SCALINGS",
     "alibi_attention",

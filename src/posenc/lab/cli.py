@@ -113,6 +113,13 @@ def _configure_run(commands) -> None:
     run.add_argument(
         "--checkpoint-every", type=_at_least_one, default=None, help="override steps between checkpoints"
     )
+    run.add_argument(
+        "--random-positions",
+        type=_at_least_one,
+        default=None,
+        metavar="R",
+        help="randomized positions (Ruoss et al., 2023): train each sequence at sorted positions drawn from 0 … R − 1",
+    )
     run.add_argument("--parallel", choices=MODES, default="spread", help="under torchrun: spread runs or ddp")
     run.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
     run.add_argument(
@@ -167,6 +174,7 @@ def _run(args: argparse.Namespace) -> int:
         eval_lengths=None if args.eval_lengths is None else tuple(args.eval_lengths),
         sliding_stride=args.sliding_stride,
         checkpoint_every=args.checkpoint_every,
+        random_positions=args.random_positions,
     )
     if args.workdir is not None:  # before the database is made: a refused run leaves no database behind
         writable_folder(args.workdir, "--workdir")

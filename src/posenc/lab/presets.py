@@ -17,7 +17,7 @@ from posenc.lab import algorithmic
 from posenc.lab.tasks import TASKS, check_task
 
 #: Version of the run config's layout; part of every hash, so a change never reuses old results.
-CONFIG_VERSION = 2
+CONFIG_VERSION = 3
 #: Largest seed a run accepts: seeds feed torch's generators (which wrap negative seeds onto large
 #: ones) and are stored as sqlite integers, so they are kept to 0 … 2³² − 1.
 MAX_SEED = 2**32 - 1
@@ -171,6 +171,7 @@ class RunConfig:
     train_backend: str  # attention backend while training ("flex" for bias encodings)
     eval_backend: str  # attention backend for evaluation (same function; no compilation per length)
     corpus_sha256: str | None  # fingerprint of the lm corpus; None for algorithmic tasks
+    random_positions: int | None = None  # Ruoss et al.'s randomized positions: training range; None: off
     version: int = CONFIG_VERSION  # layout of this config
 
     def to_dict(self) -> dict:
@@ -260,11 +261,14 @@ def run_config(
     eval_lengths: tuple[int, ...] | None = None,
     sliding_stride: int | None = None,
     checkpoint_every: int | None = None,
+    random_positions: int | None = None,
 ) -> RunConfig:
-    """The config of one run of ``preset``, with optional overrides of the budget and lengths.
+    """The config of one run of ``preset``, with optional overrides of the budget and lengths, and
+    randomized positions (training sequences placed in 0 … random_positions − 1).
 
     Raises:
-        ValueError: ``steps``, ``train_length`` or ``checkpoint_every`` below 1, a seed outside
+        ValueError: ``steps``, ``train_length``, ``checkpoint_every`` or ``random_positions`` below 1,
+            a randomized range shorter than the longest evaluated sequence, a seed outside
             0 … MAX_SEED, an evaluation length below the training length, a sliding stride outside
             1 … L.
     """
@@ -296,6 +300,16 @@ def run_config(
             f"sliding_stride must be between 1 and the training length {length}, got {sliding_stride}"
         )
     training, evaluation = backends(encoding)
+    sequence = make_task_shape(task, length)
+    if random_positions is not None:
+        check_at_least_one("random_positions", random_positions)
+        longest = make_task_shape(task, max(lengths))
+        if random_positions < longest:
+            raise ValueError(
+                f"random_positions={random_positions} must cover the longest evaluated sequence, {longest} "
+                f"positions (the randomized range is where every trained position lies)"
+            )
+        sequence = random_positions  # a learned table or T5's buckets sized for the whole range
     return RunConfig(
         task=task,
         encoding=encoding,
@@ -306,10 +320,11 @@ def run_config(
         eval_lengths=lengths,
         eval_size=eval_size,
         sliding_stride=sliding_stride if task == "lm" else None,
-        encoding_kwargs=encoding_kwargs(encoding, make_task_shape(task, length), setup),
+        encoding_kwargs=encoding_kwargs(encoding, sequence, setup),
         train_backend=training,
         eval_backend=evaluation,
         corpus_sha256=corpus_sha256 if task == "lm" else None,
+        random_positions=random_positions,
     )
 
 

@@ -66,6 +66,7 @@ def plan(
     eval_lengths: tuple[int, ...] | None = None,
     sliding_stride: int | None = None,
     checkpoint_every: int | None = None,
+    random_positions: int | None = None,
 ) -> Plan:
     """The sweep's run configs; every bad name, number or length raises a ValueError here, before training."""
     chosen = check_preset(preset)
@@ -94,6 +95,7 @@ def plan(
                         eval_lengths=eval_lengths,
                         sliding_stride=sliding_stride,
                         checkpoint_every=checkpoint_every,
+                        random_positions=random_positions,
                     )
                 )
     for config in runs:

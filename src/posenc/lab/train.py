@@ -64,6 +64,7 @@ def build_model(config: RunConfig, task: LanguageModelling | AlgorithmicTask) ->
         encoding_kwargs=dict(config.encoding_kwargs),
         backend=config.train_backend,
         causal=True,
+        random_positions=config.random_positions,
     )
     encoding_modules = set(lm.encoding.modules())
     for module in lm.modules():
