@@ -25,7 +25,6 @@ i / j query / key positions.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -36,53 +35,11 @@ from posenc.backends import ATTENTION, check_backend
 from posenc.encodings import PositionalEncoding, build
 from posenc.encodings.base import resolve_positions
 from posenc.kernels.per_distance import per_distance_attention
+from posenc.kv_cache import KVCache
 
 BACKENDS = ATTENTION  # the attention backends of posenc.backends' one vocabulary
 #: Scores the flex reference path holds at once (a block of queries against every key): 64 MiB in float32.
 REFERENCE_BLOCK_SCORES = 1 << 24
-
-
-@dataclass
-class KVCache:
-    """Keys, values and key positions seen so far, for one attention layer.
-
-    Keys are stored rotated where the encoding allows it (``rotated_keys_are_cacheable``), else as
-    projected and rotated again with each call's queries (xPos).
-    """
-
-    keys: torch.Tensor | None = None  # [b, h_kv, t, d]
-    values: torch.Tensor | None = None  # [b, h_kv, t, d]
-    positions: torch.Tensor | None = None  # [t] or [b, t]; on n axes [t, n] or [b, t, n]
-    length: int = field(default=0)
-
-    def append(
-        self, keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor, columns: int = 1
-    ) -> None:
-        """Add keys and values ``[b, h_kv, s, d]`` at ``positions`` (``columns`` coordinates each)."""
-        if self.keys is None:
-            self.keys, self.values, self.positions = keys, values, positions
-        else:
-            shared = 1 if columns == 1 else 2  # the dimensions of positions shared by the batch
-            if positions.dim() != self.positions.dim():  # one of them per batch row: align both
-                batch = keys.shape[0]
-                self.positions = _per_row(self.positions, batch, shared)
-                positions = _per_row(positions, batch, shared)
-            self.keys = torch.cat((self.keys, keys), dim=2)
-            self.values = torch.cat((self.values, values), dim=2)
-            self.positions = torch.cat((self.positions, positions), dim=-shared)
-        self.length = self.keys.shape[2]
-
-    def next_position(self, columns: int = 1) -> int:
-        """Where the next token goes by default: the cache's length on one axis; on several, one past
-        its largest coordinate (text after an image continues there, as M-RoPE's ``rope_deltas`` give)."""
-        if columns == 1 or self.positions is None:
-            return self.length
-        return int(self.positions.max()) + 1
-
-
-def _per_row(positions: torch.Tensor, batch: int, shared: int) -> torch.Tensor:
-    """Positions with a batch dimension: ``[t(, n)]`` expanded to ``[b, t(, n)]``."""
-    return positions.expand(batch, *positions.shape) if positions.dim() == shared else positions
 
 
 @functools.lru_cache(maxsize=1)
@@ -174,11 +131,11 @@ class MultiHeadAttention(nn.Module):
         if cache is None:
             q, k = self.encoding.rotate(q, k, positions, positions)
             k_positions = positions
-        elif self.encoding.rotated_keys_are_cacheable:
+        elif self.encoding.rotated_keys_are_cacheable and not cache.positions_move:
             q, k = self.encoding.rotate(q, k, positions, positions)
             cache.append(k, v, positions, self.encoding.position_columns)
             k, v, k_positions = cache.keys, cache.values, cache.positions  # [b, h_kv, t, d], [t] / [b, t]
-        else:  # the cache holds unrotated keys: every key is rotated with this call's queries
+        else:  # the cache holds unrotated keys (xPos; a sink cache's moving positions): all rotated now
             cache.append(k, v, positions, self.encoding.position_columns)
             k, v, k_positions = cache.keys, cache.values, cache.positions
             q, k = self.encoding.rotate(q, k, positions, k_positions)
@@ -306,7 +263,12 @@ def continued_positions(
     """Positions of x's tokens ``[s]`` or ``[b, s]`` (``[s, n]`` / ``[b, s, n]`` with n columns): those
     given, or the cache's continuation from ``cache.next_position`` (from 0 without a cache), on every
     axis. The one place the KV offset is read."""
-    start = 0 if cache is None else cache.next_position(columns)
+    if cache is not None and cache.positions_move and positions is not None:
+        raise ValueError(
+            "a cache keeping sinks and a window places tokens at their places in the cache (StreamingLLM); "
+            "give no positions with it"
+        )
+    start = 0 if cache is None else cache.next_position(columns, incoming=x.shape[1])
     return resolve_positions(positions, x, seq_dim=1, columns=columns, start=start)
 
 

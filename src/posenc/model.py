@@ -158,9 +158,11 @@ class TransformerLM(nn.Module):
             )
         return random_positions
 
-    def new_caches(self) -> list[KVCache]:
-        """One empty KV cache per layer, for incremental decoding."""
-        return [KVCache() for _ in self.blocks]
+    def new_caches(
+        self, capacity: int | None = None, *, sinks: int | None = None, window: int | None = None
+    ) -> list[KVCache]:
+        """One empty KV cache per layer, for incremental decoding (arguments: :class:`posenc.attention.KVCache`)."""
+        return [KVCache(capacity, sinks=sinks, window=window) for _ in self.blocks]
 
     def forward(
         self,

@@ -1,0 +1,140 @@
+"""The KV cache: written in place, grown by doubling, and StreamingLLM's sinks and window."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from posenc.attention import KVCache
+from posenc.model import TransformerLM
+
+STREAMING = ["rope", "alibi", "t5", "nope"]
+
+
+def _kv(s, b=2, h=2, d=4, start=0):
+    keys = torch.arange(start, start + s).float().view(1, 1, s, 1).expand(b, h, s, d).clone()
+    return keys, keys + 0.5, torch.arange(start, start + s)
+
+
+def test_appending_writes_into_memory_allocated_ahead_and_grows_by_doubling():
+    cache = KVCache()
+    cache.append(*_kv(3))
+    storage = cache._keys.data_ptr()
+    for t in range(3, 60):
+        cache.append(*_kv(1, start=t))
+    assert cache._keys.data_ptr() == storage  # 60 tokens fit the first allocation: no copy per step
+    cache.append(*_kv(10, start=60))
+    assert cache.length == 70 and cache._keys.shape[2] == 128  # doubled once
+    assert torch.equal(cache.keys[0, 0, :, 0], torch.arange(70).float())
+    assert torch.equal(cache.positions, torch.arange(70))
+
+
+def test_a_fixed_capacity_refuses_what_does_not_fit_naming_the_numbers():
+    cache = KVCache(capacity=4)
+    cache.append(*_kv(3))
+    with pytest.raises(
+        ValueError,
+        match=re.escape("the cache holds 4 tokens (its capacity) and 3 are cached; 2 more do not fit"),
+    ):
+        cache.append(*_kv(2, start=3))
+
+
+def test_a_cache_serves_one_batch():
+    cache = KVCache()
+    cache.append(*_kv(3, b=2))
+    with pytest.raises(ValueError, match=re.escape("the cache holds keys of batch 2, 2 heads and width 4")):
+        cache.append(*_kv(1, b=3, start=3))
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"sinks": -1, "window": 4}, "sinks must be ≥ 0, got -1"),
+        ({"sinks": 2}, "sinks=2 needs a window"),
+        ({"sinks": 2, "window": 0}, "window must be positive, got 0"),
+        ({"capacity": 5, "sinks": 2, "window": 4}, "capacity=5 must be sinks + window = 6"),
+        ({"capacity": 0}, "capacity must be positive, got 0"),
+    ],
+)
+def test_bad_cache_settings_are_refused_naming_the_value(arguments, message):
+    capacity = arguments.pop("capacity", None)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        KVCache(capacity, **arguments)
+
+
+def test_a_sink_cache_keeps_the_first_tokens_and_the_last_ones_at_their_places_in_the_cache():
+    cache = KVCache(sinks=2, window=3)
+    for t in range(9):
+        cache.append(*_kv(1, start=t))
+    assert torch.equal(cache.keys[0, 0, :, 0], torch.tensor([0.0, 1, 6, 7, 8]))  # sinks 0, 1; window 6 … 8
+    assert torch.equal(cache.positions, torch.arange(5))
+    with pytest.raises(ValueError, match="a call adds 4 tokens, more than the window of 3"):
+        cache.append(*_kv(4, start=9))
+
+
+@pytest.mark.parametrize("name", STREAMING)
+def test_streaming_decoding_equals_a_full_recompute_over_the_kept_tokens(name):
+    # StreamingLLM: the kept tokens (sinks, then the window) at positions 0 … n − 1 of the cache. One layer:
+    # a deeper layer's cached keys were computed when evicted tokens were still seen, which a recompute
+    # over the kept tokens cannot reproduce (nor does StreamingLLM claim it)
+    torch.manual_seed(0)
+    model = TransformerLM(64, d_model=32, n_layers=1, n_heads=4, encoding=name, max_len=64).eval()
+    sinks, window = 2, 5
+    tokens = torch.randint(0, 64, (2, 20))
+    caches = model.new_caches(sinks=sinks, window=window)
+    with torch.no_grad():
+        model(tokens[:, :4], caches=caches)
+        for t in range(4, 20):
+            step = model(tokens[:, t : t + 1], caches=caches)[:, -1]
+            kept = list(range(min(sinks, t + 1))) + list(range(max(sinks, t + 1 - window), t + 1))
+            full = model(tokens[:, kept])[:, -1]  # positions 0 … len(kept) − 1
+            torch.testing.assert_close(step, full, rtol=1e-5, atol=1e-5)
+
+
+def test_streaming_memory_stays_constant_over_many_steps():
+    torch.manual_seed(0)
+    model = TransformerLM(16, d_model=16, n_layers=1, n_heads=2, encoding="rope").eval()
+    caches = model.new_caches(sinks=4, window=32)
+    with torch.no_grad():
+        model(torch.zeros(1, 4, dtype=torch.long), caches=caches)
+        storage = caches[0]._keys.data_ptr()
+        for _ in range(2000):
+            model(torch.zeros(1, 1, dtype=torch.long), caches=caches)
+    assert caches[0].length == 36 and caches[0]._keys.shape[2] == 36 and caches[0]._keys.data_ptr() == storage
+
+
+@pytest.mark.slow
+def test_streaming_memory_stays_constant_over_100_000_decode_steps():
+    torch.manual_seed(0)
+    model = TransformerLM(16, d_model=8, n_layers=1, n_heads=1, encoding="rope").eval()
+    caches = model.new_caches(sinks=4, window=60)
+    with torch.no_grad():
+        model(torch.zeros(1, 4, dtype=torch.long), caches=caches)
+        storage = (caches[0]._keys.data_ptr(), caches[0]._values.data_ptr())
+        for _ in range(100_000):
+            logits = model(torch.zeros(1, 1, dtype=torch.long), caches=caches)
+    assert (caches[0]._keys.data_ptr(), caches[0]._values.data_ptr()) == storage
+    assert caches[0].length == 64 and torch.isfinite(logits).all()
+
+
+def test_positions_cannot_be_given_with_a_sink_cache():
+    model = TransformerLM(16, d_model=16, n_layers=1, n_heads=2).eval()
+    caches = model.new_caches(sinks=1, window=4)
+    with pytest.raises(ValueError, match="give no positions with it"):
+        model(torch.zeros(1, 2, dtype=torch.long), positions=torch.arange(2), caches=caches)
+
+
+@pytest.mark.parametrize("name", ["rope", "alibi", "t5", "nope", "sinusoidal", "learned"])
+def test_a_preallocated_cache_decodes_as_the_full_forward(name):
+    torch.manual_seed(0)
+    model = TransformerLM(64, d_model=32, n_layers=2, n_heads=4, encoding=name, max_len=64).eval()
+    tokens = torch.randint(0, 64, (2, 12))
+    with torch.no_grad():
+        full = model(tokens)
+        caches = model.new_caches(capacity=12)
+        steps = [model(tokens[:, :5], caches=caches)] + [
+            model(tokens[:, t : t + 1], caches=caches) for t in range(5, 12)
+        ]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-5, atol=1e-5)
