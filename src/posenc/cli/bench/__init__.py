@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 
-from posenc.cli.bench import attention, rope, sinusoidal
+from posenc.cli.bench import attention, decode, rope, sinusoidal
 
-BENCHES = {"sinusoidal": sinusoidal, "rope": rope, "attention": attention}
+BENCHES = {"sinusoidal": sinusoidal, "rope": rope, "attention": attention, "decode": decode}
 
 
 def configure(subparsers) -> None:

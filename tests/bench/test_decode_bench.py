@@ -1,0 +1,27 @@
+"""The decode benchmark's code path on tiny sizes: every cache timed, memory measured, results agree."""
+
+from __future__ import annotations
+
+from posenc.bench import decode
+
+
+def test_every_cache_is_timed_at_each_length(monkeypatch):
+    monkeypatch.setattr(decode, "MODEL", decode.MODEL | {"d_model": 32, "n_heads": 2})
+    result = decode.run(lengths=(16, 40), steps=3, memory=False)
+    assert [(case["length"], case["cache"]) for case in result["cases"]] == [
+        (n, name) for n in (16, 40) for name in decode.CACHES
+    ]
+    for case in result["cases"]:
+        assert case["median_ms"] > 0 and case["cache_mib"] > 0
+    kept = {case["cache"]: case["cached_tokens"] for case in result["cases"] if case["length"] == 40}
+    assert kept["concatenating cache (torch.cat per step)"] == 43
+
+
+def test_the_peak_memory_of_decoding_is_measured_in_a_subprocess():
+    # the subprocess builds the benchmark's own model: a short prefill keeps it quick
+    result = decode.memory_case("concatenating cache (torch.cat per step)", 64, steps=2)
+    assert result.get("peak_extra_mib", -1) >= 0, result
+
+
+def test_the_concatenating_baseline_and_the_preallocated_cache_decode_the_same_logits():
+    assert decode.check_agreement(n=32, steps=3) == 0.0
