@@ -8,7 +8,8 @@ weights exist only on the eager path, which then serves every backend. Additive 
 base class derives a score_mod from a bias and a bias from a score_mod, so every backend serves every
 encoding; a bias of the distance alone (``distance_bias``) takes a faster path on CPU.
 
-Backends, all computing softmax(q·kᵀ/√d + bias + terms + mask)·v:
+Backends, all computing softmax(q·kᵀ·scale + bias + terms + mask)·v, where scale is the encoding's
+``logit_scale(d_head)`` (1/√d unless the encoding says otherwise: RoPE with DeepSeek's YaRN):
 
 - ``"eager"``: explicit float32 scores and softmax; the reference.
 - ``"sdpa"``: ``scaled_dot_product_attention`` with the bias (and mask) as a float ``attn_mask``.
@@ -150,7 +151,8 @@ class MultiHeadAttention(nn.Module):
         q_positions: torch.Tensor,
         k_positions: torch.Tensor,
     ) -> torch.Tensor:
-        """softmax(q·kᵀ/√d + bias + terms + mask)·v for q ``[b, h, i, d]``, k, v ``[b, h_kv, j, d]``.
+        """softmax(q·kᵀ·scale + bias + terms + mask)·v for q ``[b, h, i, d]``, k, v ``[b, h_kv, j, d]``;
+        scale is the encoding's ``logit_scale(d_head)``, 1/√d by default.
 
         The bias is the encoding's ``bias`` (or, on flex, its ``score_mod``); the terms its
         ``score_terms``, which read q and k. Every backend serves every encoding.
@@ -168,15 +170,21 @@ class MultiHeadAttention(nn.Module):
         if self.backend == "sdpa" and terms is None and self._per_distance(q, k, q_positions, k_positions):
             # A bias of i − j alone, at consecutive positions: SDPA reads it as a strided view of one
             # per-distance table (posenc.kernels.per_distance), with no [h, i, j] tensor.
-            return per_distance_attention(q, k, v, self.encoding.distance_bias, causal=self.causal)
+            return per_distance_attention(
+                q, k, v, self.encoding.distance_bias, causal=self.causal, scale=self._scale()
+            )
         bias = _sum(self.encoding.bias(q_positions, k_positions), terms)  # [(b,) h, i, j] or None
         mask = self._mask(q.shape[2], k.shape[2], q.device)  # [i, j] bool or None
         if self.backend == "sdpa":
             attn_mask = _float_mask(bias, mask, q.dtype)
             return F.scaled_dot_product_attention(
-                q, k, v, attn_mask=attn_mask, enable_gqa=self.n_kv_heads != self.n_heads
+                q, k, v, attn_mask=attn_mask, scale=self._scale(), enable_gqa=self.n_kv_heads != self.n_heads
             )
         return self._eager(q, k, v, bias, mask)
+
+    def _scale(self) -> float:
+        """The factor on q·kᵀ, the encoding's ``logit_scale`` (d_head^(−1/2) unless it says otherwise)."""
+        return self.encoding.logit_scale(self.d_head)
 
     def _per_distance(self, q, k, q_positions, k_positions) -> bool:
         """Whether the per-distance CPU path applies: consecutive positions, a bias of the distance alone."""
@@ -199,7 +207,7 @@ class MultiHeadAttention(nn.Module):
     def _eager(self, q, k, v, bias, mask, q_positions=None, k_positions=None) -> torch.Tensor:
         groups = self.n_heads // self.n_kv_heads
         k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)  # [b, h, j, d]
-        scores = (q.float() @ k.float().transpose(-1, -2)) / self.d_head**0.5  # [b, h, i, j]
+        scores = (q.float() @ k.float().transpose(-1, -2)) * self._scale()  # [b, h, i, j]
         if bias is not None:
             scores = scores + bias.float()
         if mask is not None:
@@ -226,7 +234,13 @@ class MultiHeadAttention(nn.Module):
             return self._score_mod_reference(q, k, v, score_mod)
         block_mask = _causal_block_mask(q.shape[2], k.shape[2], q.device.type) if self.causal else None
         return _compiled_flex()(
-            q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=self.n_kv_heads != self.n_heads
+            q,
+            k,
+            v,
+            score_mod=score_mod,
+            block_mask=block_mask,
+            scale=self._scale(),
+            enable_gqa=self.n_kv_heads != self.n_heads,
         )
 
     def _score_mod_reference(self, q, k, v, score_mod) -> torch.Tensor:
@@ -243,11 +257,12 @@ class MultiHeadAttention(nn.Module):
         h_idx = torch.arange(h, device=device).view(1, h, 1, 1)
         kv_idx = torch.arange(j, device=device).view(1, 1, 1, j)
         mask = self._mask(i, j, device)  # [i, j] or None
+        scale = self._scale()
         block = max(1, REFERENCE_BLOCK_SCORES // (b * h * j))
         outputs = []
         for start in range(0, i, block):
             rows = slice(start, min(start + block, i))
-            scores = (q[:, :, rows] @ k.transpose(-1, -2)) / self.d_head**0.5  # [b, h, block, j]
+            scores = (q[:, :, rows] @ k.transpose(-1, -2)) * scale  # [b, h, block, j]
             if score_mod is not None:
                 q_idx = torch.arange(rows.start, rows.stop, device=device).view(1, 1, -1, 1)
                 scores = score_mod(scores, b_idx, h_idx, q_idx, kv_idx)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -11,6 +12,7 @@ import torch._dynamo.testing
 import posenc
 from posenc.encodings import RotaryEncoding
 from posenc.functional import apply_rope, rope_cos_sin, rope_inv_freq, xpos_scale
+from posenc.model import TransformerLM
 
 
 def qk(b=2, h=4, s=10, d=32, dtype=torch.float32, seed=0):
@@ -276,3 +278,266 @@ def test_positions_beyond_the_exact_range_are_stopped_under_compile():
     assert torch.isfinite(rotate(x, x, torch.tensor([0, 2**27 - 1]))[0]).all()
     with pytest.raises(RuntimeError, match=re.escape("positions must lie in 0 … 2^27 − 1")):
         rotate(x, x, torch.tensor([-3, 2**27]))
+
+
+# --- the softmax scale a scaling calls for (DeepSeek's YaRN), on every attention backend ----------------
+
+DEEPSEEK = {"factor": 40.0, "original_max_position_embeddings": 32, "mscale": 0.8, "mscale_all_dim": 0.6}
+
+
+def _attention_reference(attention, x, positions, scale) -> torch.Tensor:
+    """softmax(q·kᵀ·scale + bias + causal mask)·v in float64, from the layer's weights and the formulas."""
+    from posenc.functional.rope import rope_cos_sin
+
+    b, s, _ = x.shape
+    h, d = attention.n_heads, attention.d_head
+    x = x.double()
+
+    def heads(linear):
+        return (x @ linear.weight.double().T).view(b, s, -1, d).transpose(1, 2)  # [b, h, s, d]
+
+    q, k, v = heads(attention.q_proj), heads(attention.k_proj), heads(attention.v_proj)
+    encoding = attention.encoding
+    if isinstance(encoding, RotaryEncoding):
+        inv_freq, factor = rope_inv_freq(
+            encoding.rotary_dim, base=encoding.base, scaling=encoding.scaling, **encoding.scaling_args
+        )
+        cos, sin = rope_cos_sin(positions, inv_freq, dtype=torch.float64, attention_factor=factor)
+        q, k = apply_rope(q, cos, sin, backend="eager"), apply_rope(k, cos, sin, backend="eager")
+    scores = (q @ k.transpose(-1, -2)) * scale  # [b, h, s, s]
+    bias = encoding.bias(positions, positions)
+    if bias is not None:
+        scores = scores + bias.double()
+    mask = torch.ones(s, s, dtype=torch.bool).tril()
+    weights = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+    out = (weights @ v).transpose(1, 2).reshape(b, s, h * d)
+    return out @ attention.out_proj.weight.double().T
+
+
+def _layers(encoding, backends=posenc.backends.ATTENTION):
+    from posenc.attention import MultiHeadAttention
+
+    torch.manual_seed(0)
+    first = MultiHeadAttention(32, 2, encoding=encoding, backend=backends[0])
+    layers = {backends[0]: first}
+    for backend in backends[1:]:
+        layer = MultiHeadAttention(32, 2, encoding=encoding, backend=backend)
+        layer.load_state_dict(first.state_dict())
+        layers[backend] = layer
+    return layers
+
+
+def test_deepseek_yarn_softmax_scale_is_used_by_every_attention_backend():
+    rope = RotaryEncoding(16, scaling="deepseek_yarn", scaling_args=DEEPSEEK)
+    scale = (0.1 * 0.6 * math.log(40.0) + 1) ** 2 / 16**0.5
+    assert rope.logit_scale(16) == pytest.approx(scale, rel=1e-12)
+    x = torch.randn(2, 9, 32, generator=torch.Generator().manual_seed(1))
+    positions = torch.arange(9) + 30  # across the original length: the scale does not depend on it
+    for backend, layer in _layers(rope).items():
+        expected = _attention_reference(layer, x, positions, scale)
+        with torch.no_grad():
+            out = layer(x, positions)
+        torch.testing.assert_close(out.double(), expected, rtol=0, atol=2e-6, msg=backend)
+
+
+def test_a_planted_softmax_scale_without_mscale_is_caught_by_the_reference(monkeypatch):
+    rope = RotaryEncoding(16, scaling="deepseek_yarn", scaling_args=DEEPSEEK)
+    scale = rope.logit_scale(16)
+    monkeypatch.setattr(RotaryEncoding, "logit_scale", lambda self, d_head: d_head**-0.5)
+    x = torch.randn(2, 9, 32, generator=torch.Generator().manual_seed(1))
+    layer = _layers(rope, ("eager",))["eager"]
+    with torch.no_grad():
+        out = layer(x, torch.arange(9))
+    assert (out.double() - _attention_reference(layer, x, torch.arange(9), scale)).abs().max() > 1e-3
+
+
+def test_other_scalings_keep_one_over_root_d():
+    assert RotaryEncoding(64).logit_scale(64) == 64**-0.5
+    yarn = RotaryEncoding(64, scaling="yarn", scaling_args=DEEPSEEK)  # transformers' yarn: cos/sin only
+    assert yarn.logit_scale(64) == 64**-0.5
+
+
+def test_the_per_distance_path_and_every_backend_take_the_encodings_logit_scale(monkeypatch):
+    """A bias encoding (ALiBi) that declares another scale: the per-distance SDPA path reads it too."""
+    import posenc.attention
+    from posenc.encodings.bias import ALiBi
+
+    class ScaledALiBi(ALiBi):
+        def logit_scale(self, d_head: int) -> float:
+            return 0.3
+
+    taken = []
+    per_distance = posenc.attention.per_distance_attention
+
+    def spy(*args, **kwargs):
+        taken.append(kwargs.get("scale"))
+        return per_distance(*args, **kwargs)
+
+    monkeypatch.setattr(posenc.attention, "per_distance_attention", spy)
+    x = torch.randn(2, 9, 32, generator=torch.Generator().manual_seed(2))
+    positions = torch.arange(9)
+    for backend, layer in _layers(ScaledALiBi(n_heads=2)).items():
+        with torch.no_grad():
+            out = layer(x, positions)
+        expected = _attention_reference(layer, x, positions, 0.3)
+        torch.testing.assert_close(out.double(), expected, rtol=0, atol=2e-6, msg=backend)
+    assert taken == [0.3]  # sdpa went through the per-distance path, with the scale
+
+
+# --- dynamic NTK as transformers keeps it: the longest length seen ----------------------------------------
+
+
+def test_dynamic_longest_keeps_transformers_state_after_a_long_call_then_a_short_one():
+    transformers = pytest.importorskip("transformers", reason="peer oracle: install the 'peers' extra")
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    config = transformers.LlamaConfig(
+        hidden_size=64,
+        num_attention_heads=2,
+        head_dim=32,
+        max_position_embeddings=64,
+        rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0},
+    )
+    theirs = LlamaRotaryEmbedding(config)
+    args = {"factor": 2.0, "original_max_position_embeddings": 64}
+    ours = RotaryEncoding(32, scaling="dynamic", scaling_args=args, dynamic_length="longest")
+    per_call = RotaryEncoding(32, scaling="dynamic", scaling_args=args)
+    x = torch.zeros(1, 1, 32)
+    for length, grown in ((100, 100), (80, 100), (10, 64), (70, 70), (90, 90), (66, 90)):
+        positions = torch.arange(length)
+        their_cos, their_sin = theirs(x, positions[None])  # [1, s, 32] = cat((c, c))
+        cos, sin = ours.cos_sin(positions)  # [s, 16]
+        assert ours.dynamic_seen == grown
+        torch.testing.assert_close(cos.float(), their_cos[0, :, :16], rtol=0, atol=2e-5)
+        torch.testing.assert_close(sin.float(), their_sin[0, :, :16], rtol=0, atol=2e-5)
+        call_cos, _ = per_call.cos_sin(positions)
+        if grown > max(length, 64):  # the per-call default follows this call alone
+            assert (call_cos.float() - their_cos[0, :, :16]).abs().max() > 1e-3
+
+
+def test_dynamic_longest_moves_its_state_once_per_rotate_call():
+    args = {"factor": 2.0, "original_max_position_embeddings": 16}
+    rope = RotaryEncoding(8, scaling="dynamic", scaling_args=args, dynamic_length="longest")
+    q, k = qk(b=1, h=1, s=30, d=8, dtype=torch.float64)
+    q_rot, k_rot = rope.rotate(q[:, :, -1:], k, torch.tensor([29]), torch.arange(30))
+    assert rope.dynamic_seen == 30
+    inv_freq, _ = rope_inv_freq(8, scaling="dynamic", seq_len=30, **args)
+    cos, sin = rope_cos_sin(torch.arange(30), inv_freq, dtype=torch.float64)
+    torch.testing.assert_close(k_rot, apply_rope(k, cos, sin, backend="eager"), rtol=0, atol=1e-14)
+    torch.testing.assert_close(
+        q_rot, apply_rope(q[:, :, -1:], cos[-1:], sin[-1:], backend="eager"), rtol=0, atol=1e-14
+    )
+
+
+def test_dynamic_length_is_checked_and_only_for_dynamic():
+    with pytest.raises(ValueError, match="dynamic_length must be one of 'call', 'longest'; got 'max'"):
+        RotaryEncoding(
+            8,
+            scaling="dynamic",
+            scaling_args={"factor": 2.0, "original_max_position_embeddings": 8},
+            dynamic_length="max",
+        )
+    with pytest.raises(
+        ValueError, match="dynamic_length='longest' is for scaling='dynamic', got scaling='linear'"
+    ):
+        RotaryEncoding(8, scaling="linear", scaling_args={"factor": 2.0}, dynamic_length="longest")
+
+
+# --- LongRoPE never mixes its factor sets in one KV cache ------------------------------------------------
+
+LONGROPE = {
+    "short_factor": [1.0, 1.1, 1.3, 1.7],
+    "long_factor": [1.0, 2.0, 5.0, 9.0],
+    "original_max_position_embeddings": 16,
+    "factor": 4.0,
+}
+
+
+def test_longrope_takes_the_long_factors_for_a_call_past_the_original_length():
+    rope = RotaryEncoding(8, scaling="longrope", scaling_args=LONGROPE)
+    q, k = qk(b=1, h=1, s=20, d=8, dtype=torch.float64)
+    for length, seq_len in ((16, 16), (17, 17), (20, 20)):
+        q_rot, k_rot = rope.rotate(q[:, :, :length], k[:, :, :length])
+        inv_freq, factor = rope_inv_freq(8, scaling="longrope", seq_len=seq_len, **LONGROPE)
+        cos, sin = rope_cos_sin(torch.arange(length), inv_freq, dtype=torch.float64, attention_factor=factor)
+        torch.testing.assert_close(
+            k_rot, apply_rope(k[:, :, :length], cos, sin, backend="eager"), rtol=0, atol=1e-14
+        )
+    assert not rope.rotated_keys_are_cacheable  # the cache keeps keys unrotated
+    fixed = RotaryEncoding(8, scaling="longrope", scaling_args=LONGROPE | {"seq_len": 100})
+    assert fixed.rotated_keys_are_cacheable  # one set for good
+
+
+def _longrope_model(n_layers: int, backend: str = "sdpa", **kwargs) -> TransformerLM:
+    torch.manual_seed(0)
+    rope = posenc.build("rope", d_head=8, scaling="longrope", scaling_args=LONGROPE, **kwargs)
+    return TransformerLM(32, d_model=16, n_layers=n_layers, n_heads=2, encoding=rope, backend=backend).eval()
+
+
+TOKENS = torch.randint(0, 32, (2, 24), generator=torch.Generator().manual_seed(3))
+
+
+def _decoded(model, caches, start: int, stop: int) -> list[torch.Tensor]:
+    """Last-token logits of steps start … stop − 1, one token a call."""
+    return [model(TOKENS[:, t : t + 1], caches=caches)[:, -1] for t in range(start, stop)]
+
+
+@pytest.mark.parametrize("backend", ["sdpa", "eager"])
+def test_longrope_rerotated_cache_decoding_across_the_original_length_equals_a_full_recompute(backend):
+    """One attention layer: the cached keys turn again with the long factors at the step that crosses."""
+    model = _longrope_model(1, backend, longrope_switch="rerotate")
+    caches = model.new_caches()
+    with torch.no_grad():
+        logits = [model(TOKENS[:, :10], caches=caches)[:, -1], *_decoded(model, caches, 10, 24)]
+        for step, t in enumerate(range(9, 24)):  # positions 9 … 23; the step at 16 crosses
+            full = model(TOKENS[:, : t + 1])[:, -1]
+            torch.testing.assert_close(logits[step], full, rtol=0, atol=1e-5, msg=f"position {t}")
+        # control: the switch is visible (the first tokens read differently once the call is long)
+        assert (model(TOKENS[:, :16])[:, 10] - model(TOKENS[:, :20])[:, 10]).abs().max() > 1e-3
+
+
+def test_longrope_refuses_a_decoding_step_past_the_original_length_on_a_short_cache():
+    """Two layers: the second layer's cached keys and values come from states of the short factors,
+    which a full recompute replaces; the step is refused, and a cache filled again from the start
+    decodes as the full recompute does."""
+    model = _longrope_model(2)
+    caches = model.new_caches()
+    with torch.no_grad():
+        model(TOKENS[:, :16], caches=caches)  # positions 0 … 15: short factors
+        with pytest.raises(
+            ValueError, match=r"LongRoPE switches to its long factors at position 16 .* up to 15"
+        ):
+            model(TOKENS[:, 16:17], caches=caches)
+        caches = model.new_caches()
+        model(TOKENS[:, :17], caches=caches)  # the whole sequence once, past the original length
+        for step, logits in enumerate(_decoded(model, caches, 17, 24)):
+            t = 17 + step
+            full = model(TOKENS[:, : t + 1])[:, -1]
+            torch.testing.assert_close(logits, full, rtol=0, atol=1e-5, msg=f"position {t}")
+
+
+def test_longrope_rerotation_alone_is_not_a_full_recompute_in_a_deeper_model():
+    """Why refusing is the default: re-rotated keys of the second layer still carry short-factor states."""
+    model = _longrope_model(2, longrope_switch="rerotate")
+    caches = model.new_caches()
+    with torch.no_grad():
+        model(TOKENS[:, :16], caches=caches)
+        (crossing,) = _decoded(model, caches, 16, 17)
+        assert (crossing - model(TOKENS[:, :17])[:, -1]).abs().max() > 1e-4
+
+
+def test_longrope_switch_is_checked_and_only_for_longrope():
+    with pytest.raises(ValueError, match="longrope_switch must be one of 'refuse', 'rerotate'; got 'drop'"):
+        RotaryEncoding(8, scaling="longrope", scaling_args=LONGROPE, longrope_switch="drop")
+    with pytest.raises(
+        ValueError, match="longrope_switch='rerotate' is for scaling='longrope', got scaling=None"
+    ):
+        RotaryEncoding(8, longrope_switch="rerotate")
+
+
+def test_longrope_under_compile_picks_the_set_on_the_device():
+    rope = RotaryEncoding(8, scaling="longrope", scaling_args=LONGROPE)
+    compiled = torch.compile(rope.rotate, fullgraph=True, backend="eager")
+    for length in (12, 20):
+        q, k = qk(b=1, h=1, s=length, d=8)
+        torch.testing.assert_close(compiled(q, k), rope.rotate(q, k), rtol=0, atol=1e-6)

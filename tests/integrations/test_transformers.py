@@ -18,6 +18,7 @@ from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, LlamaConfig, LlamaFo
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: E402
 
 from posenc.integrations.transformers import (  # noqa: E402
+    PosencLayerTypeRotaryEmbedding,
     PosencRotaryEmbedding,
     posenc_rope_arguments,
     use_posenc_rope,
@@ -206,9 +207,37 @@ def test_dynamic_translation_uses_max_position_embeddings_as_original_length():
 
 def test_unsupported_rope_type_is_refused_by_name():
     model = small_llama(ROPE_PARAMETERS["default"][0])
-    model.config.rope_parameters["rope_type"] = "proportional"
-    with pytest.raises(ValueError, match="'proportional'"):
+    model.config.rope_parameters["rope_type"] = "sliding_rope"
+    with pytest.raises(ValueError, match="rope_type 'sliding_rope' is not supported by posenc"):
         use_posenc_rope(model)
+
+
+def test_proportional_rope_keeps_logits_and_turns_only_the_first_pairs():
+    """Gemma 4's proportional RoPE on a Llama: θ_k = base^(−2k/d)/factor for the first quarter, 0 after."""
+    parameters = {
+        "rope_type": "proportional",
+        "rope_theta": 1e6,
+        "partial_rotary_factor": 0.25,
+        "factor": 2.0,
+    }
+    model = small_llama(parameters)
+    before = model(input_ids()).logits
+    use_posenc_rope(model)
+    (rotary,) = rotary_modules(model)
+    assert (rotary.scaling, rotary.rotary_dim) == ("proportional", 16)
+    assert bool((rotary.inv_freq[2:] == 0).all()) and bool((rotary.inv_freq[:2] > 0).all())
+    torch.testing.assert_close(model(input_ids()).logits, before, rtol=0, atol=LOGITS_ATOL)
+
+
+def test_hunyuan_dynamic_with_alpha_is_static_ntk_alpha():
+    model = tiny("hunyuan_v1_dense")
+    model.config.rope_parameters.update({"rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0})
+    model = type(model)(model.config).eval()  # rebuilt: its rotary module reads alpha when built
+    before = tiny_models.answers(model)
+    use_posenc_rope(model)
+    (rotary,) = rotary_modules(model)
+    assert rotary.scaling == "ntk_alpha" and rotary.scaling_args == {"alpha": 1000.0}
+    assert tiny_models.difference(before, tiny_models.answers(model)) is None
 
 
 def test_a_model_that_is_not_from_transformers_is_refused():
@@ -286,19 +315,69 @@ def assert_refused_unchanged(model, *patterns: str) -> str:
     return message
 
 
-def test_qwen2_vl_m_rope_is_refused_at_patch_time_naming_the_model_type():
-    assert_refused_unchanged(tiny("qwen2_vl"), "mrope_section", "M-RoPE")
+@pytest.mark.parametrize(
+    ("model_type", "section_layout"), [("qwen2_vl", "contiguous"), ("qwen3_vl", "interleaved")]
+)
+def test_m_rope_models_keep_their_answers_with_posencs_sections(model_type, section_layout):
+    """The text model turns pair k with the t, h or w coordinate of its section (Qwen2-VL's runs,
+    Qwen3-VL's interleaving); the vision tower's axial RoPE turns with the patch's row and column."""
+    model = tiny(model_type)
+    before = tiny_models.answers(model)
+    use_posenc_rope(model)
+    text = model.model.language_model.rotary_emb
+    assert text.sections is not None and text.section_layout == section_layout
+    assert model.model.visual.rotary_pos_emb.rope_type == "axial"
+    assert tiny_models.difference(before, tiny_models.answers(model)) is None
+    ids = torch.randint(0, 100, (1, 6))
+    position_ids = torch.stack((torch.arange(6), torch.arange(6) // 2 + 3, torch.arange(6) % 2 + 3))[:, None]
+    before = tiny(model_type)(ids, position_ids=position_ids).logits  # [3, 1, 6]: t, h, w apart
+    torch.testing.assert_close(model(ids, position_ids=position_ids).logits, before, rtol=0, atol=LOGITS_ATOL)
 
 
-def test_qwen2_vl_text_model_alone_is_refused_too():
+def test_qwen2_vl_text_model_alone_keeps_its_logits():
     text_config = tiny_models.tiny_config(tiny_models.rope_case("qwen2_vl")).text_config
     torch.manual_seed(0)
     model = transformers.Qwen2VLTextModel(text_config).eval()
-    assert_refused_unchanged(model, "qwen2_vl_text", "M-RoPE")
+    ids = torch.randint(0, 100, (2, 8))
+    before = model(ids).last_hidden_state
+    use_posenc_rope(model)
+    torch.testing.assert_close(model(ids).last_hidden_state, before, rtol=0, atol=LOGITS_ATOL)
 
 
-def test_per_layer_type_rope_is_refused_naming_the_model_type():
-    assert_refused_unchanged(tiny("gemma3_text"), "layer_type")
+GEMMA3_ROPE = {
+    "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+    "full_attention": {"rope_type": "linear", "rope_theta": 1_000_000.0, "factor": 8.0},
+}
+
+
+def test_gemma3_rope_per_layer_type_keeps_its_answers():
+    """Local layers base 10⁴ unscaled, global layers base 10⁶ with linear ×8: one replacement per type."""
+    config = tiny_models.tiny_config(tiny_models.rope_case("gemma3_text"))
+    config.rope_parameters = {name: dict(parameters) for name, parameters in GEMMA3_ROPE.items()}
+    model = tiny_models.build(tiny_models.rope_case("gemma3_text"), config)
+    before = tiny_models.answers(model)
+    use_posenc_rope(model)
+    rotary = model.model.rotary_emb
+    assert isinstance(rotary, PosencLayerTypeRotaryEmbedding)
+    local, full = rotary.per_layer_type["sliding_attention"], rotary.per_layer_type["full_attention"]
+    assert (local.base, local.scaling) == (10000.0, None)
+    assert (full.base, full.scaling, full.scaling_args) == (1e6, "linear", {"factor": 8.0})
+    assert tiny_models.difference(before, tiny_models.answers(model)) is None
+
+
+def test_a_per_layer_type_module_that_posenc_does_not_reproduce_is_refused_naming_the_layer_type():
+    model = tiny("gemma3_text")
+    rotary = model.model.rotary_emb
+    original = type(rotary).forward
+
+    class ShiftedRotaryEmbedding(type(rotary)):
+        def forward(self, x, position_ids, layer_type):
+            if layer_type == "full_attention":
+                position_ids = position_ids + 1
+            return original(self, x, position_ids, layer_type)
+
+    model.model.rotary_emb = ShiftedRotaryEmbedding(model.config)
+    assert_refused_unchanged(model, "gemma3_text", "layer type 'full_attention'", "reproduces")
 
 
 def test_a_model_without_rotary_module_is_refused_naming_the_model_type():
@@ -400,6 +479,16 @@ SCALED = {
     },
     # grows past 16 positions at every decoding step
     "llama": {"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 4.0},
+    # GPT-OSS's YaRN: the ramp's ends (pairs 2.02 and 4.35 here) not rounded to whole pairs
+    "gpt_oss": {
+        "rope_type": "yarn",
+        "rope_theta": 150000.0,
+        "factor": 32.0,
+        "original_max_position_embeddings": 4096,
+        "beta_fast": 32.0,
+        "beta_slow": 1.0,
+        "truncate": False,
+    },
 }
 
 

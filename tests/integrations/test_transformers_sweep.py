@@ -3,7 +3,7 @@ refused at patch time with a ValueError naming its model type, and left unchange
 
 One tiny random model per model type (see tiny_models), checked on float32 logits at shifted positions
 and 20 greedy tokens from a left-padded batch. The types in DEFAULT run by default (the families whose
-rotary output is not transformers' usual one, the M-RoPE and per-layer-type refusals, the Llama family);
+rotary output is not transformers' usual one, M-RoPE, RoPE per layer type, a refusal, the Llama family);
 the full sweep is marked slow.
 """
 
@@ -33,8 +33,11 @@ DEFAULT = (
     "deepseek_v2",  # complex frequencies
     "deepseek_v3",
     "llama4_text",  # complex frequencies
-    "qwen2_vl",  # M-RoPE: refused
-    "gemma3_text",  # per-layer-type RoPE: refused
+    "qwen2_vl",  # M-RoPE in contiguous sections; axial RoPE in the vision tower
+    "qwen3_vl",  # M-RoPE in interleaved sections
+    "gemma3_text",  # RoPE per layer type
+    "gemma4_text",  # per layer type, proportional RoPE on the global layers
+    "gptj",  # refused: a sin/cos table in each attention layer, no rotary module
 )
 
 
@@ -104,4 +107,5 @@ def test_patched_model_answers_as_before_or_is_refused_at_patch_time(model_type)
 def test_sweep_covers_the_families_that_used_to_go_wrong():
     types = set(tiny_models.causal_lm_model_types())
     assert {"cohere", "cohere2", "gpt_oss", "deepseek_v2", "deepseek_v3", "llama4_text", "qwen2_vl"} <= types
+    assert {"qwen2_5_vl", "qwen3_vl", "gemma3_text", "gemma4_text", "phi3", "gptj"} <= types
     assert set(DEFAULT) <= types

@@ -13,7 +13,11 @@ import dataclasses
 import torch
 
 #: Model types that are not in transformers' causal-LM mapping but are swept anyway (M-RoPE models).
-EXTRA_MODEL_TYPES = {"qwen2_vl": "Qwen2VLForConditionalGeneration"}
+EXTRA_MODEL_TYPES = {
+    "qwen2_vl": "Qwen2VLForConditionalGeneration",
+    "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration",
+    "qwen3_vl": "Qwen3VLForConditionalGeneration",
+}
 
 VOCAB = 128
 HIDDEN = 64
@@ -110,18 +114,45 @@ SPECIAL = {
     "zamba2": {"use_mem_rope": True},  # RoPE in the shared attention blocks (off by default)
     "recurrent_gemma": {"num_hidden_layers": 3},  # block_types repeats (recurrent, recurrent, attention)
     "blt": {"use_cache": False},  # BltModel builds its DynamicCache from a config without layer count
-    "cohere_compass_text": {
-        "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e4}}
+    "cohere_compass_text": {  # interleaved M-RoPE: axes h and w take every third pair below 3·2
+        "rope_parameters": {
+            "full_attention": {"rope_type": "default", "rope_theta": 1e4, "mrope_section": [4, 2, 2]}
+        }
     },
+    # partial_rotary_factor 0.334 of head_dim 192 rotates 64 channels; of the tiny 16, an odd 5
+    "mimo_v2_flash": {
+        "rope_parameters": {
+            "full_attention": {"partial_rotary_factor": 0.5},
+            "sliding_attention": {"partial_rotary_factor": 0.5},
+        }
+    },
+    # M-RoPE sections that fill the tiny rotary width (the modules' defaults fit the real head widths)
+    "qwen3_5_text": {"rope_parameters": {"partial_rotary_factor": 0.75, "mrope_section": [2, 2, 2]}},
+    "qwen3_5_moe_text": {"rope_parameters": {"partial_rotary_factor": 0.75, "mrope_section": [2, 2, 2]}},
     "qwen2_vl_text": {"rope_parameters": {"mrope_section": [2, 3, 3]}},  # sums to head_dim / 2
+    "qwen2_5_vl_text": {"rope_parameters": {"mrope_section": [2, 3, 3]}},
+    # interleaved (t, h, w): axes h and w take every third pair below 3·2, t the rest
+    "qwen3_vl_text": {"rope_parameters": {"mrope_section": [4, 2, 2]}},
     "qwen4_exp_text": {
         "indexer_n_heads": 2,
         "indexer_kv_heads": 1,
         "indexer_head_dim": HEAD_DIM,
         "indexer_budget": 8,
         "indexer_compress_ratio": 4,
+        "rope_parameters": {"mrope_section": [4, 2, 2]},
     },
 }
+
+
+#: Per model type: parameters a checkpoint learns but random init leaves at a value that hides RoPE.
+def _zaya_key_scale(model) -> None:
+    # ZayaQKNorm multiplies the keys by a learned per-head scale initialised to 0: every score would be 0
+    for name, parameter in model.named_parameters():
+        if name.endswith("qk_norm.temp"):
+            parameter.data.fill_(1.0)
+
+
+AFTER_INIT = {"zaya": _zaya_key_scale}
 
 # keys holding the number of layers
 LAYER_COUNTS = ("num_hidden_layers", "n_layers", "num_layers", "n_layer", "depth")
@@ -358,6 +389,7 @@ def build(case: Case, config):
             raise CannotBuild(f"the shrunk config still has {size:,} parameters (sizes it does not shrink)")
         torch.manual_seed(0)
         model = construct()
+        AFTER_INIT.get(case.model_type, lambda model: None)(model)
     except CannotBuild:
         raise
     except Exception as error:

@@ -27,10 +27,8 @@ def test_names_are_every_registered_encoding_then_comparison():
 
 
 def test_an_unknown_name_is_refused_with_the_valid_ones():
-    with pytest.raises(
-        ValueError, match="unknown gallery name 'cope'; valid: alibi, learned, .*, comparison"
-    ):
-        gallery.figures("cope")
+    with pytest.raises(ValueError, match="unknown gallery name .nosuch.; valid: alibi, .*, comparison"):
+        gallery.figures("nosuch")
 
 
 def test_figure_names_are_unique_and_prefixed_by_their_gallery_name():

@@ -54,7 +54,11 @@ def scaling_examples(rotary_dim: int) -> dict[str, dict]:
     - ``longrope``'s per-frequency factors are searched per model (Phi-3 ships its own lists);
       these are an illustrative ramp, ``short_factor`` all 1 and ``long_factor`` rising linearly
       from 1 for the fastest pair to 8 for the slowest, shown at a ``seq_len`` past the original
-      context so that the long factors apply.
+      context so that the long factors apply;
+    - ``ntk_su`` is Su's mixed NTK with an illustrative ``mixed_b`` of 0.625; ``ntk_alpha`` takes
+      ``alpha`` = the factor; ``deepseek_yarn`` DeepSeek-V2's ``mscale`` = ``mscale_all_dim`` = 1;
+      ``proportional`` divides by the factor and stops the second half of the pairs (θ_k = 0, off
+      the log axes; Gemma 4's global layers stop three quarters, partial_rotary_factor 0.25).
 
     Returns:
         ``{"none": {}, scaling: arguments}`` for every name in ``SCALINGS``, in its order.
@@ -76,6 +80,10 @@ def scaling_examples(rotary_dim: int) -> dict[str, dict]:
             "long_factor": ramp,
             "seq_len": 2 * EXAMPLE_ORIGINAL_LENGTH,
         },
+        "deepseek_yarn": {**extension, "mscale": 1.0, "mscale_all_dim": 1.0},
+        "ntk_su": {"factor": EXAMPLE_FACTOR, "mixed_b": 0.625},
+        "ntk_alpha": {"alpha": EXAMPLE_FACTOR},
+        "proportional": {"factor": EXAMPLE_FACTOR, "partial_rotary_factor": 0.5},
     }
     missing = sorted(set(SCALINGS) - set(examples))
     if missing:

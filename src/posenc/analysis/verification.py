@@ -59,7 +59,7 @@ class Property:
     threshold: str  # the pass condition on value, e.g. "≤ 1e-09"
     holds: bool | None  # True / False; None when the claim does not apply
     reason: str  # why it holds, fails or does not apply
-    category: str | None = None  # "relative" only: explicit | implicit | no | none
+    category: str | None = None  # "relative" only: explicit | implicit | no | none | contextual
     error: str | None = None  # what measuring it raised ("ValueError: …"); holds is then False
 
     def as_dict(self) -> dict:
@@ -328,8 +328,15 @@ def _rotary_map_residual(encoding: PositionalEncoding, length: int, offset: int)
 
 
 def relative(encoding: PositionalEncoding, length: int) -> Property:
-    """Seed 004's "Relative Position" column, measured: attention logits after shifting every position."""
+    """Seed 004's "Relative Position" column, measured: attention logits after shifting every position.
+
+    An encoding with ``contextual_positions`` (CoPE) counts its positions from the content and gets the
+    category "contextual": the shift then measures whether the given positions are read at all, which
+    says nothing of explicit, implicit or no relative position (:func:`_contextual`).
+    """
     change = max(logit_shift_change(encoding, seq_len=min(length, 16)).values())
+    if encoding.contextual_positions:
+        return _contextual(change)
     sensitivity = position_sensitivity(encoding, seq_len=min(length, 16))
     holds = change <= IDENTITY_TOLERANCE
     if holds and sensitivity <= IDENTITY_TOLERANCE:
@@ -347,6 +354,26 @@ def relative(encoding: PositionalEncoding, length: int) -> Property:
         category, reason = "no", "a shift changes the logits and the codes carry no relative structure"
     return Property(
         "relative", change, f"≤ {IDENTITY_TOLERANCE:.3g}", holds, f"{category}: {reason}", category
+    )
+
+
+def _contextual(change: float) -> Property:
+    """The relative claim of an encoding that counts positions from the content: holds when shifting every
+    given position leaves the logits unchanged (they are not read), category "contextual" either way."""
+    holds = change <= IDENTITY_TOLERANCE
+    if holds:
+        reason = (
+            "shifting every given position leaves the logits unchanged because the positions are counted "
+            "from the content, through gates on q·k and the causal mask; the given positions are not read. "
+            "The relative position it uses is a count of gated keys, not i − j"
+        )
+    else:
+        reason = (
+            "the positions are counted from the content, yet shifting every given position changes the "
+            "logits: the encoding also reads the positions it is given"
+        )
+    return Property(
+        "relative", change, f"≤ {IDENTITY_TOLERANCE:.3g}", holds, f"contextual: {reason}", "contextual"
     )
 
 

@@ -18,6 +18,17 @@ The sweep finds the longest sequence each candidate completes within 16 GiB: one
 importing torch, so q, k, v, compilation and every temporary count; a candidate stops at its first
 failure. It runs each call once, without the float64 check.
 
+DeBERTa's disentangled attention (DeBERTa-v3's 256 buckets reaching 512, a shared key; causal here) has
+two rows: posenc's terms (q·K_rᵀ and k·Q_rᵀ per relative embedding, then a gather) through
+``MultiHeadAttention.attend`` on SDPA, and the naive form that gathers the relative key and query of
+every pair, ``[b, h, i, j, d]``, which runs only where that tensor fits in :data:`NAIVE_LIMIT_BYTES`.
+
+Shaw et al.'s relative keys (k = 16), the same with relative values, and Transformer-XL's terms each have
+a row through ``MultiHeadAttention.attend`` on SDPA (the key terms per table row or per distance, then a
+gather or the rel-shift view; with relative values the eager path), and Shaw's and Transformer-XL's naive
+forms gather their relative vector for every pair, ``[b, h, i, j, d]``, under the same limit; the sweep
+tries those two from :data:`NAIVE_SWEEP` (1024 …) on, below its own lengths.
+
 GPU (:func:`run_cuda`, ``--device cuda``): b=1, h=32, d_head=128, bfloat16, causal, inference, s up to
 32768. Compiled flex_attention with the ALiBi and T5 ``score_mod`` (the bias computed inside the
 kernel, from the query and key indices) against the same flex_attention without a bias, against
@@ -52,6 +63,7 @@ from posenc.bench.harness import time_alternating
 from posenc.bench.rope import peak_extra_mib, require_cuda, steady_malloc, time_on_device
 from posenc.encodings.bias import ALiBi, T5RelativeBias
 from posenc.functional.alibi import alibi_attention
+from posenc.functional.sinusoidal import sinusoidal_table
 from posenc.kernels.per_distance import DEFAULT_BLOCK, decay_windows, per_distance_attention
 
 SEQ_LENS: tuple[int, ...] = (1024, 2048, 4096)
@@ -146,6 +158,8 @@ def candidates(inputs: dict, *, compile: bool = True) -> dict[str, Callable[[], 
         "posenc alibi_attention": lambda: alibi_attention(q, k, v, slopes),
         "posenc alibi_attention, no window": lambda: alibi_attention(q, k, v, slopes, window_tolerance=None),
         "posenc relative_attention, T5 table": lambda: per_distance_attention(q, k, v, t5_bias),
+        **deberta_candidates(inputs),
+        **relative_candidates(inputs),
     }
 
 
@@ -164,6 +178,10 @@ def _eager_flex(layer, q, k, v, positions) -> torch.Tensor:
 
 def reference(inputs: dict, bias: str) -> torch.Tensor:
     """softmax(q·kᵀ/√d + bias + causal mask)·v in float64, one head at a time; ``[b, h, s, d]``."""
+    if bias == "deberta":
+        return deberta_reference(inputs)
+    if bias in ("shaw", "shaw_values", "transformer_xl"):
+        return relative_reference(inputs, bias)
     q, k, v = (inputs[name].double() for name in ("q", "k", "v"))
     s, d = q.shape[2], q.shape[3]
     i = torch.arange(s)
@@ -219,12 +237,284 @@ def block_centred_alibi(
     return out
 
 
+# --- DeBERTa's disentangled attention (c2p + p2c terms) ------------------------------------------
+
+DEBERTA = "posenc DeBERTa c2p + p2c terms (sdpa)"
+DEBERTA_NAIVE = "DeBERTa naive: [b, h, i, j, d] gathered"
+#: DeBERTa-v3's relative positions: 256 log buckets per side reaching distance 512, a shared key.
+DEBERTA_BUCKETS, DEBERTA_MAX_RELATIVE = 256, 512
+#: The naive row runs only where its [b, h, i, j, d] float32 tensor fits in this (s=1024: 2 GiB).
+NAIVE_LIMIT_BYTES = 2 << 30
+DEBERTA_CANDIDATES: dict[str, tuple[str, str]] = {
+    DEBERTA: (
+        "deberta",
+        "MultiHeadAttention(backend='sdpa').attend with DisentangledAttention (S=256, shared key): "
+        "q·K_rᵀ [b, h, i, 2S] and k·Q_rᵀ gathered at the bucket of i − j, as a float attn_mask",
+    ),
+    DEBERTA_NAIVE: (
+        "deberta",
+        "K_r and Q_r gathered for every pair, [b, h, i, j, d], multiplied by q and k and summed, then SDPA; "
+        f"not run where that tensor exceeds {NAIVE_LIMIT_BYTES >> 30} GiB",
+    ),
+}
+CANDIDATES.update(DEBERTA_CANDIDATES)
+
+
+def deberta_layer(heads: int, d_head: int):
+    """The attention layer whose projections and DisentangledAttention the DeBERTa rows use, drawn from a
+    fixed seed (the same at every call), parameters N(0, 0.5) so that the position terms weigh."""
+    from posenc.attention import MultiHeadAttention
+    from posenc.encodings.deberta import DisentangledAttention
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        d_model = heads * d_head
+        encoding = DisentangledAttention(
+            d_model, heads, position_buckets=DEBERTA_BUCKETS, max_relative_positions=DEBERTA_MAX_RELATIVE
+        )
+        layer = MultiHeadAttention(d_model, heads, encoding=encoding, backend="sdpa", bias=True)
+        with torch.no_grad():
+            for parameter in layer.parameters():
+                parameter.normal_(0, 0.5)
+    return layer.eval()
+
+
+def deberta_candidates(inputs: dict) -> dict[str, Callable[[], torch.Tensor]]:
+    """The DeBERTa rows: posenc's terms through attention, and the naive materialised gather."""
+    q, k, v, positions = inputs["q"], inputs["k"], inputs["v"], inputs["positions"]
+    layer = deberta_layer(q.shape[1], q.shape[3])
+    return {
+        DEBERTA: lambda: layer.attend(q, k, v, positions, positions),
+        DEBERTA_NAIVE: lambda: naive_deberta(layer, q, k, v, positions),
+    }
+
+
+def naive_deberta(layer, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor):
+    """DeBERTa's causal attention as written: the relative key and query of every pair gathered,
+    ``[h, i, j, d]``, times q and k, ``[b, h, i, j, d]``, summed over d."""
+    encoding = layer.encoding
+    pos_query, pos_key = encoding.position_heads(layer.project_heads)  # [h, 2S, d] each
+    index = encoding.relative_index(positions, positions)  # [i, j]
+    c2p = (q.unsqueeze(3) * pos_key[:, index]).sum(-1)  # [b, h, i, j, d] -> [b, h, i, j]
+    p2c = (k.unsqueeze(2) * pos_query[:, index]).sum(-1)  # k_j·Q_r[δ(i, j)]: [b, h, i, j]
+    scores = (q @ k.transpose(-1, -2) + c2p + p2c) / math.sqrt(q.shape[-1] * encoding.scale_factor)
+    causal = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).tril()
+    return scores.masked_fill(~causal, float("-inf")).softmax(dim=-1) @ v  # [b, h, i, d]
+
+
+def deberta_reference(inputs: dict) -> torch.Tensor:
+    """DeBERTa's causal attention in float64, one head at a time: softmax((q·kᵀ + q·K_r[δ] + k·Q_r[δ]) /
+    √(3d) + mask)·v with δ(i, j) the table row of the bucket of i − j; ``[b, h, s, d]``."""
+    q, k, v = (inputs[name].double() for name in ("q", "k", "v"))
+    layer = copy.deepcopy(deberta_layer(q.shape[1], q.shape[3])).double()
+    encoding = layer.encoding
+    with torch.no_grad():
+        pos_query, pos_key = encoding.position_heads(layer.project_heads)  # [h, 2S, d] float64
+    index = encoding.relative_index(inputs["positions"], inputs["positions"])  # [s, s]
+    future = torch.ones(index.shape, dtype=torch.bool).triu(1)
+    scale = math.sqrt(q.shape[-1] * encoding.scale_factor)
+    out = torch.empty_like(q)
+    for head in range(q.shape[1]):
+        q_h, k_h = q[:, head], k[:, head]  # [b, s, d]
+        c2p = (q_h @ pos_key[head].T)[:, torch.arange(index.shape[0])[:, None], index]  # [b, i, j]
+        p2c = (k_h @ pos_query[head].T)[:, torch.arange(index.shape[1])[None, :], index]  # [b, i, j]
+        scores = (q_h @ k_h.transpose(-1, -2) + c2p + p2c) / scale
+        out[:, head] = scores.masked_fill(future, float("-inf")).softmax(dim=-1) @ v[:, head]
+    return out
+
+
+def deberta_not_run(
+    seq_len: int, heads: int = HEADS, d_head: int = D_HEAD, batch: int = BATCH
+) -> dict[str, str]:
+    """The DeBERTa rows not run at ``seq_len``, and why: the naive one where [b, h, i, j, d] is too large."""
+    size = batch * heads * seq_len * seq_len * d_head * 4  # bytes of one float32 [b, h, i, j, d]
+    if size <= NAIVE_LIMIT_BYTES:
+        return {}
+    return {DEBERTA_NAIVE: f"not run: its [b, h, i, j, d] tensor would hold {size / 2**30:g} GiB"}
+
+
+# --- Shaw et al. and Transformer-XL: relative terms that read the query -----------------------------
+
+SHAW = "posenc Shaw key term (sdpa)"
+SHAW_VALUES = "posenc Shaw keys + values (eager)"
+SHAW_NAIVE = "Shaw naive: [b, h, i, j, d] gathered"
+TRANSFORMER_XL = "posenc Transformer-XL terms (sdpa)"
+TRANSFORMER_XL_NAIVE = "Transformer-XL naive: [b, h, i, j, d] gathered"
+#: Shaw et al.'s clipping distance (§4: k = 16).
+SHAW_MAX_DISTANCE = 16
+#: Lengths the sweep tries first for the naive rows, below the sweep's own (their [b, h, i, j, d] float32
+#: tensor alone is 32 GiB at s=4096, so the longest s within 16 GiB lies below it).
+NAIVE_SWEEP: tuple[int, ...] = (1024, 1536, 2048, 3072)
+RELATIVE_CANDIDATES: dict[str, tuple[str, str]] = {
+    SHAW: (
+        "shaw",
+        f"MultiHeadAttention(backend='sdpa').attend with ShawRelativePosition (k={SHAW_MAX_DISTANCE}): "
+        "q·w^Kᵀ [b, h, i, 2k+1] gathered at clip(j − i, k) + k, as a float attn_mask",
+    ),
+    SHAW_VALUES: (
+        "shaw_values",
+        "the same with relative values: the weights summed per clipped distance (scatter_add, "
+        "[b, h, i, 2k+1]) times w^V; attention's eager path (the weights are needed)",
+    ),
+    SHAW_NAIVE: (
+        "shaw",
+        "w^K gathered for every pair [i, j, d], times q as [b, h, i, j, d] and summed, then softmax; "
+        f"not run where that tensor exceeds {NAIVE_LIMIT_BYTES >> 30} GiB",
+    ),
+    TRANSFORMER_XL: (
+        "transformer_xl",
+        "MultiHeadAttention(backend='sdpa').attend with TransformerXLRelative: (q + v)·W_{k,R}R per distance "
+        "[b, h, i, 2s−1], the rel-shift view, + u·k_j, as a float attn_mask",
+    ),
+    TRANSFORMER_XL_NAIVE: (
+        "transformer_xl",
+        "W_{k,R}R_{i−j} gathered for every pair [h, i, j, d], times q + v as [b, h, i, j, d] and summed, "
+        f"+ u·k_j, then softmax; not run where that tensor exceeds {NAIVE_LIMIT_BYTES >> 30} GiB",
+    ),
+}
+CANDIDATES.update(RELATIVE_CANDIDATES)
+RELATIVE_NAIVE = (SHAW_NAIVE, TRANSFORMER_XL_NAIVE)
+
+
+def relative_encodings(heads: int, d_head: int) -> dict:
+    """The encodings of the Shaw and Transformer-XL rows, drawn from a fixed seed (the same at every
+    call): Shaw's tables N(0, 1), W_{k,R} N(0, 1/d_model), u and v N(0, 1), so the terms are of the size
+    of q·k/√d."""
+    from posenc.encodings.shaw import ShawRelativePosition
+    from posenc.encodings.transformer_xl import TransformerXLRelative
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        encodings = {
+            "shaw": ShawRelativePosition(d_head, max_distance=SHAW_MAX_DISTANCE),
+            "shaw_values": ShawRelativePosition(d_head, max_distance=SHAW_MAX_DISTANCE, values=True),
+            "transformer_xl": TransformerXLRelative(heads * d_head, heads),
+        }
+        with torch.no_grad():
+            for encoding in encodings.values():
+                for parameter_name, parameter in encoding.named_parameters():
+                    std = (heads * d_head) ** -0.5 if parameter_name == "r_proj" else 1.0
+                    parameter.normal_(0, std)
+    return encodings
+
+
+def relative_candidates(inputs: dict) -> dict[str, Callable[[], torch.Tensor]]:
+    """The Shaw and Transformer-XL rows: posenc's terms through attention, and the naive gathers."""
+    from posenc.attention import MultiHeadAttention
+
+    q, k, v, positions = inputs["q"], inputs["k"], inputs["v"], inputs["positions"]
+    heads, d_head = q.shape[1], q.shape[3]
+    encodings = relative_encodings(heads, d_head)
+    layers = {
+        name: MultiHeadAttention(heads * d_head, heads, encoding=encoding, backend="sdpa")
+        for name, encoding in encodings.items()
+    }
+    return {
+        SHAW: lambda: layers["shaw"].attend(q, k, v, positions, positions),
+        SHAW_VALUES: lambda: layers["shaw_values"].attend(q, k, v, positions, positions),
+        SHAW_NAIVE: lambda: naive_shaw(encodings["shaw"], q, k, v, positions),
+        TRANSFORMER_XL: lambda: layers["transformer_xl"].attend(q, k, v, positions, positions),
+        TRANSFORMER_XL_NAIVE: lambda: naive_transformer_xl(encodings["transformer_xl"], q, k, v, positions),
+    }
+
+
+def _causal_softmax(scores: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    causal = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).tril()
+    return scores.masked_fill(~causal, float("-inf")).softmax(dim=-1) @ v  # [b, h, i, d]
+
+
+def naive_shaw(encoding, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor):
+    """Shaw et al.'s causal attention as eq. (4) reads: a^K_ij gathered for every pair ``[i, j, d]``,
+    q_i·a^K_ij as a product ``[b, h, i, j, d]`` summed over d."""
+    pairs = encoding.key_table[encoding.rows(positions, positions)].to(q.dtype)  # [i, j, d]
+    relative = (q.unsqueeze(3) * pairs).sum(-1)  # [b, h, i, j, d] -> [b, h, i, j]
+    return _causal_softmax((q @ k.transpose(-1, -2) + relative) / math.sqrt(q.shape[-1]), v)
+
+
+def naive_transformer_xl(
+    encoding, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor
+):
+    """Transformer-XL's causal attention with W_{k,R}R_{i−j} gathered for every pair ``[h, i, j, d]`` and
+    (q_i + v)·it as a product ``[b, h, i, j, d]`` summed over d, + u·k_j."""
+    s = positions.shape[0]
+    per_distance = encoding.projected(
+        torch.arange(s - 1, -s, -1), q.dtype
+    )  # [h, d, 2s − 1]: s − 1 … −(s − 1)
+    column = (s - 1) - (positions[:, None] - positions[None, :])  # [i, j]
+    pairs = per_distance.transpose(-1, -2)[:, column]  # [h, i, j, d]
+    query = q + encoding.v.to(q.dtype).unsqueeze(-2)  # q_i + v: [b, h, i, d]
+    relative = (query.unsqueeze(3) * pairs).sum(-1) + encoding.key_bias_term(k, q.shape[1])  # [b, h, i, j]
+    return _causal_softmax((q @ k.transpose(-1, -2) + relative) / math.sqrt(q.shape[-1]), v)
+
+
+def relative_reference(inputs: dict, bias: str) -> torch.Tensor:
+    """The Shaw or Transformer-XL row's causal attention in float64, one head at a time; ``[b, h, s, d]``.
+
+    Shaw: + q_i·w^K[clip(j − i, 16) + 16] / √d (and Σ_j α_ij w^V[…] for ``"shaw_values"``);
+    Transformer-XL: + ((q_i + v)·W_{k,R}R_{i−j} + u·k_j) / √d, R the sinusoid at width h·d.
+    """
+    q, k, v = (inputs[name].double() for name in ("q", "k", "v"))
+    b, heads, s, d = q.shape
+    encoding = copy.deepcopy(relative_encodings(heads, d)[bias]).double()
+    position = inputs["positions"]
+    distance = position[:, None] - position[None, :]  # [s, s]: i − j
+    rows = torch.arange(s)[:, None]
+    future = distance < 0
+    out = torch.empty_like(q)
+    with torch.no_grad():
+        if bias == "transformer_xl":
+            codes = sinusoidal_table(
+                torch.arange(s - 1, -s, -1), heads * d, dtype=torch.float64
+            )  # [2s−1, h·d]
+            projected = (codes @ encoding.r_proj.T).view(2 * s - 1, heads, d)  # W_{k,R}R: [2s − 1, h, d]
+        for head in range(heads):
+            q_h, k_h, v_h = q[:, head], k[:, head], v[:, head]  # [b, s, d]
+            scores = q_h @ k_h.transpose(-1, -2)  # [b, i, j]
+            if bias == "transformer_xl":
+                per_distance = (q_h + encoding.v[head]) @ projected[:, head].T  # [b, i, 2s − 1]
+                scores = (
+                    scores + per_distance[:, rows, (s - 1) - distance] + (k_h @ encoding.u[head])[:, None]
+                )
+            else:
+                row = (-distance).clamp(-SHAW_MAX_DISTANCE, SHAW_MAX_DISTANCE) + SHAW_MAX_DISTANCE  # [i, j]
+                scores = scores + (q_h @ encoding.key_table.T)[:, rows, row]
+            weights = (scores / math.sqrt(d)).masked_fill(future, float("-inf")).softmax(dim=-1)
+            out[:, head] = weights @ v_h
+            if bias == "shaw_values":
+                per_row = torch.zeros(b, s, 2 * SHAW_MAX_DISTANCE + 1, dtype=torch.float64)
+                per_row.scatter_add_(-1, row.expand(b, s, s), weights)  # Σ_j α_ij per clipped distance
+                out[:, head] += per_row @ encoding.value_table
+    return out
+
+
+def relative_not_run(
+    seq_len: int, heads: int = HEADS, d_head: int = D_HEAD, batch: int = BATCH
+) -> dict[str, str]:
+    """The naive Shaw and Transformer-XL rows not run at ``seq_len``: where [b, h, i, j, d] is too large."""
+    size = batch * heads * seq_len * seq_len * d_head * 4  # bytes of one float32 [b, h, i, j, d]
+    if size <= NAIVE_LIMIT_BYTES:
+        return {}
+    return {
+        name: f"not run: its [b, h, i, j, d] tensor would hold {size / 2**30:g} GiB"
+        for name in RELATIVE_NAIVE
+    }
+
+
+def sweep_lengths(name: str, sizes: Sequence[int]) -> list[int]:
+    """The lengths the sweep tries for ``name``: ``sizes``, after :data:`NAIVE_SWEEP`'s shorter ones for
+    the naive rows."""
+    if name not in RELATIVE_NAIVE or not sizes:
+        return list(sizes)
+    return [size for size in NAIVE_SWEEP if size < min(sizes)] + list(sizes)
+
+
 def _case(seq_len: int, rounds: int, compile: bool, memory: dict | None) -> tuple[dict, dict]:
     """Timings of every candidate at one length (after its check), and the extra-channel precision."""
     torch._dynamo.reset()  # each length compiles afresh; the recompile limit is never reached
     inputs = _inputs(seq_len)
-    runs = candidates(inputs, compile=compile)
-    expected = {bias: reference(inputs, bias) for bias in ("none", "alibi", "t5")}
+    not_run = deberta_not_run(seq_len) | relative_not_run(seq_len)
+    runs = {name: call for name, call in candidates(inputs, compile=compile).items() if name not in not_run}
+    expected = {bias: reference(inputs, bias) for bias in dict.fromkeys(b for b, _ in CANDIDATES.values())}
     errors = {}
     for name, call in runs.items():  # compiles the flex candidates before any timing
         errors[name] = check(name, call(), expected[CANDIDATES[name][0]], seq_len)
@@ -249,7 +539,8 @@ def _case(seq_len: int, rounds: int, compile: bool, memory: dict | None) -> tupl
             }
             for t in timings.values()
         ],
-        "not_timed": {} if compile else {"compiled flex_attention": "not requested: flex runs uncompiled"},
+        "not_timed": ({} if compile else {"compiled flex_attention": "not requested: flex runs uncompiled"})
+        | not_run,
     }
     return case, precision
 
@@ -345,7 +636,7 @@ def sweep(names: Sequence[str], sizes: Sequence[int], *, compile: bool = True) -
     results: dict[str, dict] = {}
     for name in names:
         runs = []
-        for seq_len in sizes:
+        for seq_len in sweep_lengths(name, sizes):
             outcome = measure(
                 name,
                 seq_len,
@@ -378,7 +669,11 @@ def _timed_cases(
     with torch.no_grad():
         for seq_len in seq_lens:
             peak = (
-                {name: measure(name, seq_len, compile=compile).get("peak_extra_mib") for name in CANDIDATES}
+                {
+                    name: measure(name, seq_len, compile=compile).get("peak_extra_mib")
+                    for name in CANDIDATES
+                    if name not in deberta_not_run(seq_len) | relative_not_run(seq_len)
+                }
                 if memory
                 else None
             )

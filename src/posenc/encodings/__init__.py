@@ -11,12 +11,19 @@ import re
 from posenc.encodings.additive import AdditiveEncoding
 from posenc.encodings.base import KINDS, PositionalEncoding, SeedRow, resolve_positions
 from posenc.encodings.bias import ALiBi, BiasEncoding, SwinRelativeBias, T5RelativeBias
+from posenc.encodings.cope import ContextualPositionEncoding
+from posenc.encodings.deberta import DisentangledAttention
+from posenc.encodings.fire import FIRE
+from posenc.encodings.kerple import Kerple
 from posenc.encodings.learned import LearnedEncoding
 from posenc.encodings.nope import NoPE
 from posenc.encodings.rope import RotaryEncoding
 from posenc.encodings.rope_axes import AxialRotaryEncoding, MixedRotaryEncoding, MultimodalRotaryEncoding
+from posenc.encodings.sandwich import Sandwich
+from posenc.encodings.shaw import ShawRelativePosition
 from posenc.encodings.sinusoidal import SinusoidalEncoding, SinusoidalGridEncoding
 from posenc.encodings.swin_v2 import ContinuousPositionBias
+from posenc.encodings.transformer_xl import TransformerXLRelative
 
 #: name -> encoding class, filled by ``register``.
 ENCODINGS: dict[str, type[PositionalEncoding]] = {}
@@ -57,6 +64,13 @@ register("rope_axial", AxialRotaryEncoding)
 register("mrope", MultimodalRotaryEncoding)
 register("rope_mixed", MixedRotaryEncoding)
 register("swin_v2", ContinuousPositionBias)
+register("cope", ContextualPositionEncoding)
+register("deberta", DisentangledAttention)
+register("shaw", ShawRelativePosition)
+register("transformer_xl", TransformerXLRelative)
+register("fire", FIRE)
+register("kerple", Kerple)
+register("sandwich", Sandwich)
 
 
 def available() -> list[str]:

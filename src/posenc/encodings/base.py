@@ -348,6 +348,16 @@ class PositionalEncoding(nn.Module):
         """Queries ``[b, h, i, d_head]`` and keys ``[b, h, j, d_head]`` -> rotated (q, k), same shapes."""
         return check_float_tensor("q", q), check_float_tensor("k", k)
 
+    def logit_scale(self, d_head: int) -> float:
+        """The factor on q·kᵀ in the attention logits, a host float: d_head^(−1/2) here (Vaswani et al.,
+        2017, https://arxiv.org/abs/1706.03762).
+
+        Attention multiplies q·kᵀ by it on every backend, before the bias and score terms are added.
+        An encoding whose scheme changes the softmax temperature overrides it (RoPE with DeepSeek's
+        YaRN: mscale(factor, mscale_all_dim)² · d_head^(−1/2)).
+        """
+        return d_head**-0.5
+
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor | None:
         """Additive attention-score bias ``[h, i, j]`` or ``[b, h, i, j]``, or None.
 

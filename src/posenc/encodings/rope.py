@@ -28,6 +28,7 @@ from posenc.functional.rope import (
     rope_axial_frequencies,
     rope_cos_sin,
     rope_inv_freq,
+    rope_logit_scale,
     rope_mixed_cos_sin,
     rope_mixed_frequencies,
     rope_section_axes,
@@ -36,6 +37,11 @@ from posenc.functional.rope import (
 
 #: Positions below this are served from a float64 cos/sin cache grown on demand; others computed.
 CACHE_POSITIONS = 1 << 16
+
+#: How dynamic NTK picks the length its frequencies follow (``dynamic_length``).
+DYNAMIC_LENGTHS = ("call", "longest")
+#: What LongRoPE does when a call past the original length meets keys of earlier, shorter calls.
+LONGROPE_SWITCHES = ("refuse", "rerotate")
 
 
 def _consecutive(positions: torch.Tensor, smallest: int, largest: int) -> bool:
@@ -74,18 +80,39 @@ class RotaryEncoding(PositionalEncoding):
     packed sequences are all just positions).
 
     Dynamic NTK (``scaling="dynamic"``) recomputes the frequencies for the longest position in each
-    call once it passes ``original_max_position_embeddings``. Keys rotated in an earlier call (a KV
-    cache holding rotated keys) keep the frequencies they were rotated with, so new queries meet old
-    keys at a different base and q·k is no longer a function of m − n alone; this is how the models
-    using it behave. Cache unrotated keys, or use a static scaling, where that matters.
+    call once it passes ``original_max_position_embeddings`` (``dynamic_length="call"``), or, with
+    ``dynamic_length="longest"``, for the longest length seen so far, back to the original frequencies
+    when a call is shorter than the original length: transformers' stateful ``dynamic_rope_update``.
+    Keys rotated in an earlier call (a KV cache holding rotated keys) keep the frequencies they were
+    rotated with, so new queries meet old keys at a different base and q·k is no longer a function of
+    m − n alone; this is how the models using it behave. Cache unrotated keys, or use a static
+    scaling, where that matters.
+
+    LongRoPE (``scaling="longrope"`` without a fixed ``seq_len``) takes its long factors for a call
+    whose largest position (queries and keys) is at or past ``original_max_position_embeddings``, as
+    Phi-3 does per call. One call never mixes the two sets: attention caches such keys unrotated
+    (``rotated_keys_are_cacheable`` is False) and rotates every key of a call with the set of that
+    call. A decoding step that crosses the original length while the cache holds keys of earlier,
+    shorter calls is refused by default (``longrope_switch="refuse"``): in a model of more than one
+    layer, those keys and values were computed from states of the short set, which a full recompute
+    replaces, so the cache must be filled again from the start (transformers' Phi-3 drops its cache at
+    that step). ``longrope_switch="rerotate"`` rotates the cached keys again with the long factors
+    instead: exactly a full recompute for one attention layer, and the best a cache can do beyond it.
+
+    DeepSeek's YaRN (``scaling="deepseek_yarn"``) also scales the softmax (:meth:`logit_scale`).
 
     Args:
         d_head: head width d.
         rotary_dim: rotated channels r (default d; GPT-NeoX uses d/4).
         base: ``rope_theta``.
         layout: ``"half"`` (LLaMA/GPT-NeoX in transformers) or ``"interleaved"`` (GPT-J, Meta's LLaMA).
-        scaling: None or ``linear | ntk | dynamic | yarn | llama3 | longrope``.
+        scaling: None or a name of :data:`~posenc.functional.rope.SCALINGS` (``linear | ntk | dynamic |
+            yarn | llama3 | longrope | deepseek_yarn | ntk_su | ntk_alpha | proportional``).
         scaling_args: the scaling's ``rope_scaling`` keys, e.g. ``{"factor": 8.0, ...}``.
+        dynamic_length: for ``scaling="dynamic"``: ``"call"`` (each call's longest position) or
+            ``"longest"`` (the longest seen so far, reset below the original length, as transformers).
+        longrope_switch: for ``scaling="longrope"``: ``"refuse"`` a call past the original length whose
+            earlier keys (a KV cache's) all lie below it, or ``"rerotate"`` them with the long factors.
         xpos: scale queries by ζ^((pos − c)/xpos_scale_base) and keys by its inverse (xPos), c the
             centre of each call's query positions: q·k gains ζ^((m − n)/xpos_scale_base) whatever c is,
             and the scales stay finite at any position. The scale a key gets depends on the queries it
@@ -142,6 +169,8 @@ class RotaryEncoding(PositionalEncoding):
         section_layout: str = "contiguous",
         mixed: bool = False,
         n_heads: int | None = None,
+        dynamic_length: str = "call",
+        longrope_switch: str = "refuse",
     ) -> None:
         super().__init__()
         self.d_head = check_positive_int("d_head", d_head)
@@ -163,8 +192,22 @@ class RotaryEncoding(PositionalEncoding):
             self.axes = (self.rotary_dim // self.axes,) * self.axes
         self._check_combination(n_heads)
         self.n_heads = None if n_heads is None else check_positive_int("n_heads", n_heads)
+        self.dynamic_length = check_choice("dynamic_length", dynamic_length, DYNAMIC_LENGTHS)
+        if self.dynamic_length != "call" and self.scaling != "dynamic":
+            raise ValueError(
+                f"dynamic_length={self.dynamic_length!r} is for scaling='dynamic', got scaling={self.scaling!r}"
+            )
+        self.longrope_switch = check_choice("longrope_switch", longrope_switch, LONGROPE_SWITCHES)
+        if self.longrope_switch != "refuse" and self.scaling != "longrope":
+            raise ValueError(
+                f"longrope_switch={self.longrope_switch!r} is for scaling='longrope', got scaling={self.scaling!r}"
+            )
         inv_freq, axis, self.attention_factor = self._spectrum()
         self.register_buffer("inv_freq_pieces", split_frequencies(inv_freq), persistent=False)  # [r/2, 4] f64
+        long_pieces = split_frequencies(self._long_spectrum()) if self._switches_factors else None
+        self.register_buffer("long_inv_freq_pieces", long_pieces, persistent=False)  # [r/2, 4] f64 or None
+        #: dynamic_length="longest": the length the frequencies follow now (transformers' max_seq_len_cached)
+        self.dynamic_seen = self._dynamic_length()
         self.register_buffer("frequency_axis", axis, persistent=False)  # [r/2] int64, or None: one axis
         half = self.rotary_dim // 2
         self.register_buffer("cos_cached", torch.empty(0, half, dtype=torch.float64), persistent=False)
@@ -254,14 +297,18 @@ class RotaryEncoding(PositionalEncoding):
         if self.inv_freq_pieces.dtype != torch.float64:  # rebuilt exactly, never rounded
             inv_freq, axis, _ = self._spectrum()
             self.inv_freq_pieces = split_frequencies(inv_freq).to(self.inv_freq_pieces.device)
+            if self.long_inv_freq_pieces is not None:
+                self.long_inv_freq_pieces = split_frequencies(self._long_spectrum()).to(
+                    self.inv_freq_pieces.device
+                )
             if axis is not None:
                 self.frequency_axis = axis.to(self.inv_freq_pieces.device)
         return self
 
     def frequency_pieces(self) -> torch.Tensor | None:
-        """θ_k (as scaled) as float64 pieces ``[r/2, 4]``; None for dynamic NTK, whose frequencies follow
-        the length, and RoPE-Mixed, whose frequencies are learned directions."""
-        return None if self.scaling == "dynamic" or self.mixed else self.inv_freq_pieces
+        """θ_k (as scaled) as float64 pieces ``[r/2, 4]``; None for dynamic NTK and LongRoPE's two sets,
+        whose frequencies follow the length, and RoPE-Mixed, whose frequencies are learned directions."""
+        return None if self._follows_length or self.mixed else self.inv_freq_pieces
 
     def rotation_tables(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
         """float64 cos and sin ``[..., r/2]`` of the rotation at integer positions (times the attention
@@ -278,20 +325,75 @@ class RotaryEncoding(PositionalEncoding):
     def _dynamic_length(self) -> int | None:
         return self.scaling_args["original_max_position_embeddings"] if self.scaling == "dynamic" else None
 
-    def cos_sin(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def cos_sin(
+        self, positions: torch.Tensor, *, seq_len: int | torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """float64 cos and sin ``[..., s, r/2]`` times the attention factor, for integer positions ``[..., s]``
-        or, on several axes, coordinates ``[..., s, n]`` (integer: exact; float: float64 angles)."""
+        or, on several axes, coordinates ``[..., s, n]`` (integer: exact; float: float64 angles).
+
+        ``seq_len``: the length whose frequencies dynamic NTK and LongRoPE take (a host int, or a
+        device scalar under torch.compile); default the largest position + 1 (a call of its own: it
+        also moves ``dynamic_length="longest"``'s state).
+        """
+        if seq_len is None and self._follows_length:
+            seq_len = self._call_length(positions)
         if self.frequency_axis is None:
-            return self._table(positions, per_frequency=False)
+            return self._table(positions, per_frequency=False, seq_len=seq_len)
         per_frequency = positions[..., self.frequency_axis]  # [..., s, r/2]: each pair's coordinate
         if per_frequency.is_floating_point():
-            angle = per_frequency * self.inv_freq.to(per_frequency.device)
+            inv_freq = self.inv_freq.to(per_frequency.device)
+            if self._switches_factors:
+                long = self.long_inv_freq_pieces.sum(dim=-1).to(per_frequency.device)
+                inv_freq = torch.where(torch.as_tensor(seq_len) > self._original_length, long, inv_freq)
+            angle = per_frequency * inv_freq
             return torch.cos(angle) * self.attention_factor, torch.sin(angle) * self.attention_factor
-        return self._table(per_frequency, per_frequency=True)
+        return self._table(per_frequency, per_frequency=True, seq_len=seq_len)
 
-    def _table(self, positions: torch.Tensor, *, per_frequency: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    @property
+    def _follows_length(self) -> bool:
+        """Whether the frequencies depend on the length of the call (dynamic NTK, LongRoPE's two sets)."""
+        return self.scaling == "dynamic" or self._switches_factors
+
+    @property
+    def _switches_factors(self) -> bool:
+        """LongRoPE choosing short or long factors per call (not when scaling_args fix seq_len)."""
+        return self.scaling == "longrope" and "seq_len" not in self.scaling_args
+
+    @property
+    def _original_length(self) -> int:
+        return self.scaling_args["original_max_position_embeddings"]
+
+    def _long_spectrum(self) -> torch.Tensor:
+        """LongRoPE's frequencies with the long factors, float64 ``[r/2]``."""
+        inv_freq, _ = rope_inv_freq(
+            self.rotary_dim,
+            base=self.base,
+            scaling="longrope",
+            **(self.scaling_args | {"seq_len": self._original_length + 1}),
+        )
+        return inv_freq
+
+    def _call_length(self, *positions: torch.Tensor) -> int | torch.Tensor:
+        """The length one call's frequencies follow: the largest of its positions + 1 (every coordinate,
+        on axes), through ``dynamic_length="longest"``'s state; a device scalar under torch.compile."""
+        if torch.compiler.is_compiling():
+            return torch.stack([p.max() for p in positions]).max() + 1
+        length = max(int(p.max()) for p in positions) + 1
+        if self.scaling != "dynamic" or self.dynamic_length == "call":
+            return length
+        # transformers' dynamic_rope_update: grow past the longest length seen, reset below the original
+        original = self._dynamic_length()
+        if length > self.dynamic_seen:
+            self.dynamic_seen = length
+        elif length < original < self.dynamic_seen:
+            self.dynamic_seen = original
+        return self.dynamic_seen
+
+    def _table(
+        self, positions: torch.Tensor, *, per_frequency: bool, seq_len: int | torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sin of integer positions ``[...]`` (``[..., r/2]``, one per pair, with ``per_frequency``),
-        from the float64 cache where it holds them."""
+        from the float64 cache where it holds them; ``seq_len`` as :meth:`cos_sin` resolved it."""
         if torch.compiler.is_compiling():
             if self.scaling == "dynamic":
                 raise ValueError(
@@ -303,21 +405,30 @@ class RotaryEncoding(PositionalEncoding):
                 (positions >= 0) & (positions < MAX_POSITION), "positions must lie in 0 … 2^27 − 1"
             )
             angle = reduced_angles_unchecked(positions, self.inv_freq_pieces, per_frequency=per_frequency)
+            if self._switches_factors:  # both sets, one picked on the device (no host read)
+                long = reduced_angles_unchecked(
+                    positions, self.long_inv_freq_pieces, per_frequency=per_frequency
+                )
+                angle = torch.where(seq_len > self._original_length, long, angle)
             return torch.cos(angle) * self.attention_factor, torch.sin(angle) * self.attention_factor
         smallest, largest = int(positions.min()), int(positions.max())
         if smallest < 0 or largest >= MAX_POSITION:
             raise ValueError(
                 f"positions must lie in 0 … 2^27 − 1, got {smallest if smallest < 0 else largest}"
             )
-        length = self._dynamic_length()
-        if length is not None and largest >= length:
+        if self.scaling == "dynamic" and seq_len > self._dynamic_length():
             inv_freq, _ = rope_inv_freq(
                 self.rotary_dim,
                 base=self.base,
                 scaling="dynamic",
-                **(self.scaling_args | {"seq_len": largest + 1}),
+                **(self.scaling_args | {"seq_len": int(seq_len)}),
             )
             return rope_cos_sin(positions, inv_freq.to(positions.device), dtype=torch.float64)
+        if self._switches_factors and seq_len > self._original_length:  # the long set: computed
+            angle = reduced_angles_unchecked(
+                positions, self.long_inv_freq_pieces, per_frequency=per_frequency
+            )
+            return torch.cos(angle) * self.attention_factor, torch.sin(angle) * self.attention_factor
         if largest >= CACHE_POSITIONS:  # far positions: computed, not cached with all before them
             angle = reduced_angles_unchecked(positions, self.inv_freq_pieces, per_frequency=per_frequency)
             return torch.cos(angle) * self.attention_factor, torch.sin(angle) * self.attention_factor
@@ -338,22 +449,62 @@ class RotaryEncoding(PositionalEncoding):
 
     @property
     def rotated_keys_are_cacheable(self) -> bool:
-        """Whether a key rotated once stays right for every later query (False with xPos: its scale is
-        measured from the centre of the queries it meets)."""
-        return not self.xpos
+        """Whether a key rotated once stays right for every later query: False with xPos (its scale is
+        measured from the centre of the queries it meets) and with LongRoPE's two factor sets (a call
+        past the original length rotates every key with the long set)."""
+        return not self.xpos and not self._switches_factors
+
+    def logit_scale(self, d_head: int) -> float:
+        """d_head^(−1/2), times mscale(factor, mscale_all_dim)² for DeepSeek's YaRN
+        (:func:`~posenc.functional.rope.rope_logit_scale`)."""
+        return rope_logit_scale(d_head, scaling=self.scaling, **self.scaling_args)
 
     def _angles(
-        self, positions: torch.Tensor, sign: float, reference: torch.Tensor | None
+        self,
+        positions: torch.Tensor,
+        sign: float,
+        reference: torch.Tensor | None,
+        seq_len: int | torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if self.mixed:  # one table per head, differentiable in the learned frequencies
             return rope_mixed_cos_sin(positions, self.mixed_frequencies)  # [1 or b, h, s, r/2]
-        cos, sin = self.cos_sin(positions)  # [s, r/2] or [b, s, r/2], float64
+        # [s, r/2] or [b, s, r/2], float64 (seq_len only where the frequencies follow the length, so that
+        # a subclass's cos_sin(positions) still serves the others)
+        cos, sin = self.cos_sin(positions) if seq_len is None else self.cos_sin(positions, seq_len=seq_len)
         if self.xpos:
             scale = xpos_scale(
                 positions, self.rotary_dim, scale_base=self.xpos_scale_base, reference=reference
             )  # [(b,) s, r/2]
             cos, sin = cos * scale**sign, sin * scale**sign
         return cos, sin
+
+    def _check_no_switch(
+        self, q_positions: torch.Tensor, k_positions: torch.Tensor, seq_len: int | torch.Tensor
+    ) -> None:
+        """ValueError when this call takes LongRoPE's long factors while the keys before its own (a KV
+        cache's: the first j − i) all lie below the original length, computed by shorter calls."""
+        seq_dim = -1 if self.position_columns == 1 else -2
+        earlier = k_positions.shape[seq_dim] - q_positions.shape[seq_dim]
+        if earlier <= 0:
+            return
+        original = self._original_length
+        earlier_largest = k_positions.narrow(seq_dim, 0, earlier).max()
+        if torch.compiler.is_compiling():
+            check_on_device(
+                (seq_len <= original) | (earlier_largest >= original),
+                "LongRoPE: a call past original_max_position_embeddings meets keys of shorter calls; "
+                "fill the KV cache again from the start",
+            )
+            return
+        if seq_len > original and int(earlier_largest) < original:
+            raise ValueError(
+                f"LongRoPE switches to its long factors at position {original} "
+                f"(original_max_position_embeddings), which this call reaches (positions up to {seq_len - 1}), "
+                f"but the {earlier} keys before it (a KV cache's, positions up to {int(earlier_largest)}) "
+                "come from calls that used the short factors: fill the cache again from the start with the "
+                "whole sequence (one call past the original length), as transformers' Phi-3 does, or build "
+                "the encoding with longrope_switch='rerotate'"
+            )
 
     def _xpos_reference(
         self, q_positions: torch.Tensor, k_positions: torch.Tensor, dtype: torch.dtype
@@ -418,18 +569,26 @@ class RotaryEncoding(PositionalEncoding):
         start = k_len - q_len if q_len <= k_len else 0  # default queries: the last q_len keys
         q_positions = resolve_positions(q_positions, q, seq_dim=2, columns=columns, start=start)
         reference = self._xpos_reference(q_positions, k_positions, q.dtype)
-        q_cos, q_sin = self._angles(q_positions, 1.0, reference)
+        # one length for the whole call: queries and keys turn with the same frequencies
+        seq_len = self._call_length(q_positions, k_positions) if self._follows_length else None
+        if self._switches_factors and self.longrope_switch == "refuse":
+            self._check_no_switch(q_positions, k_positions, seq_len)
+        q_cos, q_sin = self._angles(q_positions, 1.0, reference, seq_len)
         # The dispatcher picks the kernel: Triton on CUDA, C on CPU (float32 inside, rounded once).
         if not self.xpos and (k_positions is q_positions or _same(q_positions, k_positions)):
             return apply_rope_qk(
                 q, k, q_cos, q_sin, layout=self.layout, rotary_dim=self.rotary_dim
             )  # one table
-        k_cos, k_sin = self._angles(k_positions, -1.0, reference)
+        k_cos, k_sin = self._angles(k_positions, -1.0, reference, seq_len)
         return apply_rope_qk(
             q, k, q_cos, q_sin, k_cos=k_cos, k_sin=k_sin, layout=self.layout, rotary_dim=self.rotary_dim
         )
 
     def extra_repr(self) -> str:
         scaling = f", scaling={self.scaling!r}, scaling_args={self.scaling_args}" if self.scaling else ""
+        if self.dynamic_length != "call":
+            scaling += f", dynamic_length={self.dynamic_length!r}"
+        if self.longrope_switch != "refuse":
+            scaling += f", longrope_switch={self.longrope_switch!r}"
         xpos = f", xpos=True, xpos_scale_base={self.xpos_scale_base}" if self.xpos else ""
         return f"d_head={self.d_head}, rotary_dim={self.rotary_dim}, base={self.base}, layout={self.layout!r}{scaling}{xpos}"

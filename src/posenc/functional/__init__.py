@@ -21,6 +21,7 @@ from posenc.functional.rope import (
     rope_axial_frequencies,
     rope_cos_sin,
     rope_inv_freq,
+    rope_logit_scale,
     rope_mixed_cos_sin,
     rope_mixed_frequencies,
     rope_section_axes,
@@ -29,6 +30,7 @@ from posenc.functional.rope import (
 from posenc.functional.sinusoidal import sinusoidal_frequencies, sinusoidal_table
 
 __all__ = [
+    "rope_logit_scale",
     "randomized_positions",
     "MAX_POSITION",
     "SCALINGS",

@@ -10,52 +10,64 @@ What is replaced, and what is refused
 -------------------------------------
 A rotary module is replaced only when posenc reproduces what it returns. Each one is checked when
 ``use_posenc_rope`` is called, before the model is touched: a float32 copy of the module, rebuilt
-from its config, and posenc's replacement run on the same probes (a batch whose rows start at
-different positions, a decoding step, positions on both sides of the scaling's original length, a
+from its config, and posenc's candidate replacements run on the same probes (a batch whose rows start
+at different positions, a decoding step, positions on both sides of the scaling's original length, a
 bfloat16 input and ``[3, b, s]`` multi-axis position ids), and every output must agree in structure,
-shape and dtype, and in value within float32 rounding. The module's output format and dtype are read
-from that comparison:
+shape and dtype, and in value within float32 rounding. The module's output format and dtype (and for
+M-RoPE the section layout) are read from that comparison:
 
 - ``"half"``: ``(cat((c, c)), cat((s, s)))`` ``[b, s, r]``, transformers' usual layout (Llama,
-  Mistral, Mixtral, Qwen2/3, Gemma 1–2, Phi, Phi-3, GPT-NeoX and others with partial rotary,
-  DeepSeek-V3, GLM, Granite, Falcon, Mamba hybrids, …); OLMo, OLMo 2, FlexOlmo and Ernie 4.5 keep it
-  in float32 whatever the input dtype;
+  Mistral, Mixtral, Qwen2/3, Gemma 1–4, Phi, Phi-3, GPT-NeoX and others with partial rotary,
+  DeepSeek-V3, GLM, Granite, Falcon, Mamba hybrids, M-RoPE text models, …); OLMo, OLMo 2, FlexOlmo,
+  Ernie 4.5 and the vision towers' axial RoPE keep it in float32 whatever the input dtype;
 - ``"interleaved"``: each value twice in a row, ``repeat_interleave(2)``, ``[b, s, r]`` (Cohere,
   Cohere2, BLT);
 - ``"half_width"``: ``(c, s)`` ``[b, s, r/2]``, each frequency once (GPT-OSS);
 - ``"complex"``: ``c + i·s`` as one complex64 tensor ``[b, s, r/2]`` (DeepSeek-V2, Llama 4).
 
+RoPE per layer type (rope_parameters nested per layer type, a forward that takes
+``(x, position_ids, layer_type)``: Gemma 3 and 4, OLMo 3, MiMo-V2-Flash, …) gets one replacement per
+layer type (:class:`PosencLayerTypeRotaryEmbedding`). Multi-axis M-RoPE (``mrope_section``: Qwen2-VL,
+Qwen2.5-VL, Qwen3-VL, Qwen3.5) turns each pair with the coordinate of its section, contiguous or
+interleaved; the vision towers' ``axial`` RoPE turns with the patch's row and column.
+
 Refused with a ValueError that names ``config.model_type`` and the reason; the model is unchanged:
 
-- RoPE per layer type: rope_parameters nested per layer type, or a rotary forward that takes more
-  than ``(x, position_ids)`` (Gemma 3, 3n and 4, OLMo 3, ModernBERT decoder, Laguna, LFM3, Mellum,
-  MiMo-V2-Flash, DeepSeek-V4, Zaya, …);
-- multi-axis M-RoPE: ``mrope_section``, or a module that takes ``[3, b, s]`` position ids and returns
-  something else than posenc would (Qwen2-VL, Qwen3.5, …);
-- a rope_type posenc does not implement (``proportional``, ``axial``, …), anywhere in the model;
+- models with no rotary module to replace (GPT-J and CodeGen keep a sin/cos table in each attention
+  layer; Kimi-Linear);
+- a rope_type posenc does not implement, anywhere in the model;
+- a forward that takes other arguments than ``(x, position_ids[, layer_type])``;
 - any other output the probes do not reproduce (a layout, frequencies or an attention factor that
-  posenc does not compute the same way; a module whose frequencies or attention_scaling were changed
-  after it was built), and models with no rotary module to replace (GPT-J, CodeGen, …).
+  posenc does not compute the same way: an odd rotary width, M-RoPE sections that do not fill it; a
+  module whose frequencies or attention_scaling were changed after it was built).
 
-Rotary modules whose forward does not take ``(x, position_ids)`` (the patch-grid RoPE of vision
-towers) are left as they are. The sweep in ``tests/integrations/test_transformers_sweep.py`` builds
-a tiny model of every causal LM with RoPE in the installed transformers and checks that each is
-either refused or gives the same logits and greedy tokens after the swap.
+Rotary modules whose forward does not take ``(x, position_ids)`` (``forward(seqlen)``) are left as they
+are. The sweep in ``tests/integrations/test_transformers_sweep.py`` builds a tiny model of every causal
+LM with RoPE in the installed transformers and checks that each is either refused or gives the same
+logits and greedy tokens after the swap.
 """
 
 from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
 
-from posenc._validation import check_choice
-from posenc.functional.rope import rope_cos_sin, rope_inv_freq
+from posenc._validation import check_choice, check_positive_ints
+from posenc.functional.coordinates import from_mrope_layout
+from posenc.functional.rope import (
+    SECTION_LAYOUTS,
+    rope_axial_frequencies,
+    rope_cos_sin,
+    rope_inv_freq,
+    rope_section_axes,
+)
 
-#: transformers' ``rope_type`` -> posenc's scaling name.
+#: transformers' ``rope_type`` -> posenc's scaling name (``dynamic`` with an ``alpha`` key is
+#: ``ntk_alpha``, as Hunyuan's modules read it).
 ROPE_TYPES = {
     "default": None,
     "linear": "linear",
@@ -63,16 +75,19 @@ ROPE_TYPES = {
     "yarn": "yarn",
     "llama3": "llama3",
     "longrope": "longrope",
+    "proportional": "proportional",
 }
 
-#: rope_parameters keys passed on unchanged, per rope_type.
+#: rope_parameters keys passed on unchanged, per posenc scaling (None: the default).
 _KEYS = {
-    "default": (),
+    None: (),
     "linear": ("factor",),
     "dynamic": ("factor",),
+    "ntk_alpha": ("alpha",),
     "yarn": ("factor", "attention_factor", "mscale", "mscale_all_dim", "truncate"),
     "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
     "longrope": ("factor", "short_factor", "long_factor", "attention_factor"),
+    "proportional": ("factor", "partial_rotary_factor"),
 }
 
 
@@ -101,56 +116,111 @@ OUTPUT_FORMATS: dict[str, Callable[[torch.Tensor, torch.Tensor], object]] = {
 }
 
 
-def _rotary_dim(config) -> int:
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    return int(head_dim * config.rope_parameters.get("partial_rotary_factor", 1.0))
+def layer_config(config, layer_type: str | None):
+    """The config a layer type's RoPE is computed from: ``config.per_layer_config[layer_type]`` where the
+    config resolves one (Gemma 4: the global layers' own head_dim), else the config itself."""
+    if layer_type is None:
+        return config
+    try:
+        return config.per_layer_config[layer_type]
+    except (AttributeError, KeyError, IndexError, TypeError, ValueError):
+        return config
 
 
-def posenc_rope_arguments(config) -> tuple[int, float, str | None, dict]:
-    """``(rotary_dim, base, scaling, scaling_args)`` for posenc from a transformers config.
-
-    Translates ``config.rope_parameters`` the way transformers' ``ROPE_INIT_FUNCTIONS`` read it:
-    dynamic's length is ``config.max_position_embeddings``; yarn and longrope take ``factor`` as
-    max_position_embeddings / original_max_position_embeddings when it is absent; yarn's
-    ``beta_fast``/``beta_slow`` fall back to 32/1 when unset or zero.
+def rope_parameters(config, layer_type: str | None = None) -> dict:
+    """``config.rope_parameters``, or its entry for ``layer_type`` when they are nested per layer type.
 
     Raises:
-        ValueError: rope_parameters nested per layer type, multi-axis M-RoPE (``mrope_section``), a
-            rope_type posenc does not implement, or a length the rope_type needs that the config lacks.
+        ValueError: nested parameters without a layer type, or a layer type they do not name.
     """
     parameters = getattr(config, "rope_parameters", None) or {}
+    if layer_type is not None:
+        if layer_type not in parameters or not isinstance(parameters[layer_type], dict):
+            raise ValueError(
+                f"config.rope_parameters has no parameters for layer type {layer_type!r} (keys {sorted(parameters)})"
+            )
+        parameters = parameters[layer_type]
     if "rope_type" not in parameters:
         raise ValueError(
-            "config.rope_parameters must be a flat dict with 'rope_type' (per-layer-type RoPE is not supported), "
-            f"got keys {sorted(parameters)}"
+            "config.rope_parameters must be a flat dict with 'rope_type' or a dict of them per layer type "
+            f"(read with the layer type), got keys {sorted(parameters)}"
         )
-    if parameters.get("mrope_section") is not None:
-        raise ValueError(
-            f"config.rope_parameters has mrope_section {parameters['mrope_section']!r}: multi-axis M-RoPE "
-            "(position ids [3, b, s]) is not supported"
-        )
+    return parameters
+
+
+def _head_dim(config) -> int:
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+
+def _rotary_dim(config, parameters: dict, scaling: str | None) -> int:
+    """r: the head width times partial_rotary_factor; proportional RoPE spans the whole head (its factor
+    stops pairs instead)."""
+    if scaling == "proportional":
+        return _head_dim(config)
+    return int(_head_dim(config) * parameters.get("partial_rotary_factor", 1.0))
+
+
+def posenc_rope_arguments(config, layer_type: str | None = None) -> tuple[int, float, str | None, dict]:
+    """``(rotary_dim, base, scaling, scaling_args)`` for posenc from a transformers config.
+
+    Translates ``config.rope_parameters`` (the entry for ``layer_type`` where they are nested per layer
+    type, read from :func:`layer_config`) the way transformers' ``ROPE_INIT_FUNCTIONS`` read it:
+    dynamic's length is ``config.max_position_embeddings``, and ``dynamic`` with ``alpha`` is
+    ``ntk_alpha`` (Hunyuan); yarn and longrope take ``factor`` as max_position_embeddings /
+    original_max_position_embeddings when it is absent; yarn's ``beta_fast``/``beta_slow`` fall back to
+    32/1 when unset or zero; ``proportional`` spans the whole head_dim.
+
+    Raises:
+        ValueError: parameters missing for the layer type, a rope_type posenc does not implement, or a
+            length the rope_type needs that the config lacks.
+    """
+    config = layer_config(config, layer_type)
+    parameters = rope_parameters(config, layer_type)
     rope_type = parameters["rope_type"]
     if rope_type not in ROPE_TYPES:
         raise ValueError(
-            f"rope_type {rope_type!r} is not supported by posenc; supported: {', '.join(map(repr, ROPE_TYPES))}"
+            f"rope_type {rope_type!r} is not supported by posenc; supported: "
+            f"{', '.join(map(repr, ROPE_TYPES))} and, on coordinates [n, 2], 'axial'"
         )
-    args = {key: parameters[key] for key in _KEYS[rope_type] if parameters.get(key) is not None}
-    if rope_type in ("dynamic", "yarn", "longrope"):
+    scaling = ROPE_TYPES[rope_type]
+    if rope_type == "dynamic" and parameters.get("alpha"):
+        scaling = "ntk_alpha"  # a fixed alpha: static frequencies, whatever the length
+    args = {key: parameters[key] for key in _KEYS[scaling] if parameters.get(key) is not None}
+    if scaling in ("dynamic", "yarn", "longrope"):
         length = getattr(config, "max_position_embeddings", None)
         if length is None:
             raise ValueError(
                 f"rope_type {rope_type!r} needs config.max_position_embeddings, which is not set"
             )
         original = parameters.get("original_max_position_embeddings") or length
-    if rope_type == "dynamic":
+    if scaling == "dynamic":
         args["original_max_position_embeddings"] = length
-    if rope_type in ("yarn", "longrope"):
+    if scaling in ("yarn", "longrope"):
         args["original_max_position_embeddings"] = original
         args.setdefault("factor", length / original)
-    if rope_type == "yarn":
+    if scaling == "yarn":
         args["beta_fast"] = float(parameters.get("beta_fast") or 32)
         args["beta_slow"] = float(parameters.get("beta_slow") or 1)
-    return _rotary_dim(config), float(parameters["rope_theta"]), ROPE_TYPES[rope_type], args
+    return _rotary_dim(config, parameters, scaling), float(parameters["rope_theta"]), scaling, args
+
+
+def axial_rope_arguments(config) -> tuple[int, float, tuple[int, int]]:
+    """``(rotary_dim, base, axis widths)`` of transformers' ``axial`` RoPE (Qwen2-VL's vision tower): the
+    head width d split in two halves, rows and columns, each turning with base^(−2i/(d/2))
+    (:func:`posenc.functional.rope_axial_frequencies`)."""
+    parameters = rope_parameters(config)
+    width = (
+        getattr(config, "embed_dim", None) or config.hidden_size
+    )  # Qwen2-VL: embed_dim; later: hidden_size
+    head_dim = getattr(config, "head_dim", None) or width // config.num_attention_heads
+    spatial = head_dim // 2
+    return head_dim, float(parameters["rope_theta"]), (spatial, spatial)
+
+
+def mrope_sections(config, layer_type: str | None = None) -> tuple[int, ...] | None:
+    """Qwen2-VL's ``mrope_section`` (pairs per axis t, h, w) from the RoPE parameters, or None."""
+    sections = rope_parameters(layer_config(config, layer_type), layer_type).get("mrope_section")
+    return None if sections is None else tuple(int(size) for size in sections)
 
 
 class PosencRotaryEmbedding(nn.Module):
@@ -163,6 +233,16 @@ class PosencRotaryEmbedding(nn.Module):
     state: the frequencies of the longest length seen (starting from ``max_seq_len_cached``, by default
     ``config.max_position_embeddings``), back to the original ones when a call is shorter than that;
     LongRoPE picks its long factors per call when ``max(position_ids) + 1`` exceeds the original length.
+
+    M-RoPE (``mrope_section`` in the parameters: Qwen2-VL, Qwen2.5-VL, Qwen3-VL): position ids
+    ``[3, b, s]`` (or text-only ``[b, s]``, the same on every axis) turn pair k with the coordinate of
+    its axis (:func:`posenc.functional.rope_section_axes`, ``section_layout`` ``"contiguous"`` for
+    Qwen2-VL, ``"interleaved"`` for Qwen3-VL), one ``[b, s, r]`` output as those models return.
+
+    ``layer_type``: the entry of rope_parameters nested per layer type that this module computes (one
+    module per layer type; :class:`PosencLayerTypeRotaryEmbedding` serves them all). ``sections``:
+    M-RoPE's pairs per axis where the config leaves them to the module's default (Qwen3.5's
+    ``[11, 11, 10]``); default the config's ``mrope_section``.
     """
 
     def __init__(
@@ -172,6 +252,9 @@ class PosencRotaryEmbedding(nn.Module):
         output_format: str = "half",
         output_dtype: torch.dtype | None = None,
         max_seq_len_cached: int | None = None,
+        layer_type: str | None = None,
+        section_layout: str = "contiguous",
+        sections: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
         self.config = config  # read by some models (GraniteSWA keys its per-layer tables by rope_theta)
@@ -179,8 +262,29 @@ class PosencRotaryEmbedding(nn.Module):
         if output_dtype is not None and not isinstance(output_dtype, torch.dtype):
             raise TypeError(f"output_dtype must be a torch.dtype or None, got {output_dtype!r}")
         self.output_dtype = output_dtype
-        self.rotary_dim, self.base, self.scaling, self.scaling_args = posenc_rope_arguments(config)
-        self.rope_type = config.rope_parameters["rope_type"]
+        self.layer_type = layer_type
+        self.rope_type = rope_parameters(layer_config(config, layer_type), layer_type)["rope_type"]
+        self.section_layout = check_choice("section_layout", section_layout, SECTION_LAYOUTS)
+        self.sections = None
+        self.frequency_axis = None  # [r/2] int64: the axis each pair turns with (M-RoPE, axial), or None
+        if self.rope_type == "axial":
+            self.rotary_dim, self.base, self.axial_widths = axial_rope_arguments(config)
+            self.scaling, self.scaling_args = None, {}
+            self.frequency_axis = rope_axial_frequencies(self.axial_widths, base=self.base)[1]
+        else:
+            self.rotary_dim, self.base, self.scaling, self.scaling_args = posenc_rope_arguments(
+                config, layer_type
+            )
+            self.sections = mrope_sections(config, layer_type)
+            if sections is not None:
+                self.sections = check_positive_ints("sections", sections)
+        if self.sections is not None:
+            if 2 * sum(self.sections) != self.rotary_dim:
+                raise ValueError(
+                    f"mrope_section {list(self.sections)} holds {sum(self.sections)} pairs, but the rotary "
+                    f"width {self.rotary_dim} has {self.rotary_dim // 2}"
+                )
+            self.frequency_axis = rope_section_axes(self.sections, layout=self.section_layout)
         self.original_max_seq_len = getattr(config, "max_position_embeddings", None)
         self.max_seq_len_cached = max_seq_len_cached or self.original_max_seq_len
         self.inv_freq, self.attention_scaling = self._inv_freq(
@@ -188,6 +292,8 @@ class PosencRotaryEmbedding(nn.Module):
         )  # [r/2] float64
 
     def _inv_freq(self, seq_len: int | None) -> tuple[torch.Tensor, float]:
+        if self.rope_type == "axial":
+            return rope_axial_frequencies(self.axial_widths, base=self.base)[0], 1.0
         length = {"seq_len": seq_len} if seq_len is not None else {}
         return rope_inv_freq(
             self.rotary_dim, base=self.base, scaling=self.scaling, **self.scaling_args, **length
@@ -211,16 +317,52 @@ class PosencRotaryEmbedding(nn.Module):
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor):
         inv_freq = self.frequencies(position_ids).to(position_ids.device)
         dtype = torch.float32 if self.output_format == "complex" else self.output_dtype or x.dtype
+        axis = None
+        if self.frequency_axis is not None:
+            axis = self.frequency_axis.to(position_ids.device)
+        if self.sections is not None:
+            if position_ids.dim() == 2:  # text only: the same position on every axis
+                position_ids = position_ids[None].expand(len(self.sections), *position_ids.shape)
+            position_ids = from_mrope_layout(position_ids)  # [3, b, s] -> [b, s, 3]
         cos, sin = rope_cos_sin(
-            position_ids, inv_freq, dtype=dtype, attention_factor=self.attention_scaling
-        )  # [b, s, r/2]
+            position_ids, inv_freq, dtype=dtype, attention_factor=self.attention_scaling, axis=axis
+        )  # [b, s, r/2] (axial: [n, r/2] from coordinates [n, 2])
         return OUTPUT_FORMATS[self.output_format](cos, sin)
 
     def extra_repr(self) -> str:
+        layer_type = f", layer_type={self.layer_type!r}" if self.layer_type is not None else ""
+        sections = (
+            f", mrope_section={list(self.sections)}, section_layout={self.section_layout!r}"
+            if self.sections is not None
+            else ""
+        )
         return (
             f"rotary_dim={self.rotary_dim}, base={self.base}, rope_type={self.rope_type!r}, "
-            f"output_format={self.output_format!r}"
+            f"output_format={self.output_format!r}{layer_type}{sections}"
         )
+
+
+class PosencLayerTypeRotaryEmbedding(nn.Module):
+    """Drop-in for a rotary module whose forward takes ``(x, position_ids, layer_type)`` (Gemma 3 and 4,
+    OLMo 3, …: rope_parameters nested per layer type): one :class:`PosencRotaryEmbedding` per layer type.
+
+    Gemma 3, for one, turns its local (sliding-window) layers with base 10⁴ unscaled and its global
+    layers with base 10⁶ and linear scaling ×8; each layer type keeps its own dynamic-NTK state, as
+    transformers does.
+    """
+
+    def __init__(self, config, per_layer_type: dict[str, PosencRotaryEmbedding]) -> None:
+        super().__init__()
+        self.config = config
+        self.layer_types = sorted(per_layer_type)
+        self.per_layer_type = nn.ModuleDict(per_layer_type)
+
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor, layer_type: str):
+        if layer_type not in self.per_layer_type:
+            raise ValueError(
+                f"layer_type must be one of {', '.join(map(repr, self.layer_types))}, got {layer_type!r}"
+            )
+        return self.per_layer_type[layer_type](x, position_ids)
 
 
 # --- use_posenc_rope: find the rotary modules, check posenc reproduces each one, then swap them ---------
@@ -238,15 +380,18 @@ def use_posenc_rope(model: nn.Module) -> nn.Module:
     """Replace the rotary embedding modules of a transformers model in place, or refuse before changing it.
 
     A rotary module is one whose class name ends in ``RotaryEmbedding`` and whose forward takes
-    ``(x, position_ids)`` (``model.model.rotary_emb`` in Llama). Each is replaced by a
-    :class:`PosencRotaryEmbedding` in the output format that the module returns ("half", "interleaved",
-    "half_width" or "complex", read from the module itself), after checking that the replacement
-    reproduces a float32 copy of the module, rebuilt from its config, on probe positions: rows that
-    start at different positions, a decoding step, positions past the scaling's original length, a
-    bfloat16 input and ``[3, b, s]`` multi-axis position ids. Every output must match in structure,
-    shape and dtype, and in value within float32 rounding. Nothing is changed on the model unless every
-    rotary module passes. Rotary modules whose forward takes something else (vision towers' patch
-    grids) are left as they are. Supported and refused families: see :mod:`posenc.integrations.transformers`.
+    ``(x, position_ids)`` (``model.model.rotary_emb`` in Llama), or ``(x, position_ids, layer_type)``
+    (rope_parameters nested per layer type: Gemma 3 and 4, …). Each is replaced by a
+    :class:`PosencRotaryEmbedding` (one per layer type inside a :class:`PosencLayerTypeRotaryEmbedding`)
+    in the output format that the module returns ("half", "interleaved", "half_width" or "complex",
+    and for M-RoPE the section layout, read from the module itself), after checking that the
+    replacement reproduces a float32 copy of the module, rebuilt from its config, on probe positions:
+    rows that start at different positions, a decoding step, positions past the scaling's original
+    length, a bfloat16 input and ``[3, b, s]`` multi-axis position ids. Every output must match in
+    structure, shape and dtype, and in value within float32 rounding. Nothing is changed on the model
+    unless every rotary module passes. Rotary modules whose forward takes something else (vision
+    towers' patch grids) are left as they are. Supported and refused families: see
+    :mod:`posenc.integrations.transformers`.
 
     Returns:
         the model.
@@ -254,9 +399,9 @@ def use_posenc_rope(model: nn.Module) -> nn.Module:
     Raises:
         TypeError: model is not a transformers ``PreTrainedModel``.
         ValueError: the model is refused; the message names ``config.model_type``, the module and the
-            reason (no rotary module; per-layer-type or M-RoPE parameters; an unsupported rope_type;
-            a forward with more arguments than ``(x, position_ids)``; a rotated width other than the
-            config's; an output that posenc does not reproduce on a probe).
+            reason (no rotary module; an unsupported rope_type; a forward with other arguments than
+            ``(x, position_ids[, layer_type])``; a rotated width other than the config's; an output that
+            posenc does not reproduce on a probe).
     """
     from transformers import PreTrainedModel
 
@@ -264,12 +409,25 @@ def use_posenc_rope(model: nn.Module) -> nn.Module:
         raise TypeError(f"model must be a transformers PreTrainedModel, got {type(model).__name__}")
     model_type = getattr(model.config, "model_type", None) or type(model).__name__
     rotary = _rotary_modules(model)
-    if not rotary and any(isinstance(m, PosencRotaryEmbedding) for m in model.modules()):
+    if not rotary and any(isinstance(m, _POSENC_MODULES) for m in model.modules()):
         return model  # patched already
     if not rotary:
+        tables = sorted(
+            {
+                type(m).__name__
+                for m in model.modules()
+                if isinstance(getattr(m, "embed_positions", None), torch.Tensor)
+            }
+        )
+        table = (
+            f"; its RoPE is a sin/cos table precomputed in each {', '.join(tables)} (embed_positions), "
+            "not a module posenc can replace"
+            if tables
+            else ""
+        )
         raise ValueError(
             f"{model_type}: no rotary embedding module to replace in {type(model).__name__} "
-            "(none whose class name ends in RotaryEmbedding and whose forward takes (x, position_ids))"
+            f"(none whose class name ends in RotaryEmbedding and whose forward takes (x, position_ids)){table}"
         )
     replacements, refusals = {}, []
     for name, module in rotary:
@@ -287,12 +445,16 @@ def use_posenc_rope(model: nn.Module) -> nn.Module:
     return model
 
 
+#: posenc's replacements (skipped when looking for modules to replace).
+_POSENC_MODULES = (PosencRotaryEmbedding, PosencLayerTypeRotaryEmbedding)
+
+
 def _rotary_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """The ``*RotaryEmbedding`` modules whose forward's second argument is ``position_ids`` (posenc's own
     excepted: rebuilding one from its config would lose the output format it was given)."""
     found = []
     for name, module in model.named_modules():
-        if isinstance(module, PosencRotaryEmbedding) or not type(module).__name__.endswith("RotaryEmbedding"):
+        if isinstance(module, _POSENC_MODULES) or not type(module).__name__.endswith("RotaryEmbedding"):
             continue
         arguments = _forward_arguments(module)
         if len(arguments) >= 2 and arguments[1] == "position_ids":
@@ -307,35 +469,96 @@ def _forward_arguments(module: nn.Module) -> list[str]:
     return names[1:]  # without self
 
 
-def _checked_replacement(module: nn.Module) -> PosencRotaryEmbedding:
+def _checked_replacement(module: nn.Module) -> nn.Module:
     """The replacement for `module`, or ValueError saying why posenc does not reproduce it."""
     arguments = _forward_arguments(module)
-    if arguments[2:]:
+    if arguments[2:] not in ([], ["layer_type"]):
         raise ValueError(
-            f"its forward takes ({', '.join(arguments)}), more than (x, position_ids) "
-            "(per-layer-type rotary embeddings are not supported)"
+            f"its forward takes ({', '.join(arguments)}), other arguments than (x, position_ids) or "
+            "(x, position_ids, layer_type)"
         )
     config = getattr(module, "config", None)
     if config is None:
         raise ValueError("it holds no config to read its RoPE parameters from")
+    if not arguments[2:]:
+        return _checked_spectrum(module, config, None)
+    per_layer_type = {}
+    for layer_type in _layer_types(module, config):
+        try:
+            per_layer_type[layer_type] = _checked_spectrum(module, config, layer_type)
+        except ValueError as error:
+            raise ValueError(f"layer type {layer_type!r}: {error}") from None
+    return PosencLayerTypeRotaryEmbedding(config, per_layer_type)
+
+
+def _layer_types(module: nn.Module, config) -> list[str]:
+    """The layer types a per-layer-type rotary module computes: the keys of its ``rope_type`` dict, else
+    the config's layer types that have RoPE parameters."""
+    own = getattr(module, "rope_type", None)
+    if isinstance(own, dict) and own:
+        return sorted(own)
+    nested = getattr(config, "rope_parameters", None) or {}
+    types = sorted(set(getattr(config, "layer_types", None) or nested))
+    found = [t for t in types if isinstance(nested.get(t), dict)]
+    if not found:
+        raise ValueError(
+            "its forward takes a layer_type, but the config names no layer type with RoPE parameters"
+        )
+    return found
+
+
+def _candidates(config, layer_type: str | None, module: nn.Module) -> dict[str, dict]:
+    """name -> constructor arguments of each replacement to probe: every output format, and for
+    M-RoPE every section layout (the sections the config gives, else the module's own default)."""
+    formats = {name: {"output_format": name} for name in OUTPUT_FORMATS}
+    sections = {}
+    if mrope_sections(config, layer_type) is None:
+        own = getattr(module, "mrope_section", None)
+        if isinstance(own, dict):
+            own = own.get(layer_type)
+        if own is None:
+            return formats
+        sections = {"sections": tuple(own)}
+    return {
+        f"{name} with {layout} sections": {**arguments, **sections, "section_layout": layout}
+        for name, arguments in formats.items()
+        for layout in SECTION_LAYOUTS
+    }
+
+
+def _checked_spectrum(module: nn.Module, config, layer_type: str | None) -> PosencRotaryEmbedding:
+    """The replacement of one spectrum of `module` (its only one, or that of `layer_type`), or ValueError."""
     try:
-        candidates = {name: PosencRotaryEmbedding(config, output_format=name) for name in OUTPUT_FORMATS}
+        arguments = _candidates(config, layer_type, module)
+        candidates, unbuilt = {}, []
+        for name, kwargs in arguments.items():
+            try:
+                candidates[name] = PosencRotaryEmbedding(config, layer_type=layer_type, **kwargs)
+            except ValueError as error:  # a layout these parameters cannot have (interleaved sections)
+                unbuilt.append(error)
     except (AttributeError, KeyError, TypeError) as error:
         raise ValueError(f"its config cannot be translated ({type(error).__name__}: {error})") from None
-    width = getattr(module, "inv_freq", None)
-    rotary_dim = candidates["half"].rotary_dim
-    if isinstance(width, torch.Tensor) and 2 * width.numel() != rotary_dim:
+    if not candidates:
+        raise unbuilt[0]
+    prefix = "" if layer_type is None else f"{layer_type}_"
+    width = getattr(module, f"{prefix}inv_freq", None)
+    first = next(iter(candidates.values()))
+    rotary_dim = first.rotary_dim
+    axial = first.rope_type == "axial"  # its inv_freq holds one axis's frequencies, shared by both
+    if isinstance(width, torch.Tensor) and not axial and 2 * width.numel() != rotary_dim:
         raise ValueError(
             f"transformers rotates {2 * width.numel()} channels but the config gives rotary_dim {rotary_dim}"
         )
-    reference = _reference_copy(module)
-    _check_built_from_config(module, reference)
-    output_format, output_dtype = _probe(reference, candidates, config)
+    reference = _reference_copy(module)  # one per spectrum: each probe sequence starts from a fresh state
+    _check_built_from_config(module, reference, layer_type)
+    name, output_dtype = _probe(reference, candidates, config, layer_type)
+    cached = getattr(module, f"{prefix}max_seq_len_cached", getattr(module, "max_seq_len_cached", None))
     return PosencRotaryEmbedding(
         config,
-        output_format=output_format,
         output_dtype=output_dtype,
-        max_seq_len_cached=getattr(module, "max_seq_len_cached", None),
+        max_seq_len_cached=cached,
+        layer_type=layer_type,
+        **arguments[name],
     )
 
 
@@ -359,20 +582,25 @@ def _reference_copy(module: nn.Module) -> nn.Module:
 _FREQUENCIES_PER_CALL = ("dynamic", "longrope")
 
 
-def _check_built_from_config(module: nn.Module, reference: nn.Module) -> None:
+def _check_built_from_config(module: nn.Module, reference: nn.Module, layer_type: str | None = None) -> None:
     """ValueError unless the module still computes what its config says: the probes run on the rebuilt
     copy, so frequencies or an attention factor changed after construction must not go unseen. Its
     frequencies may be rounded to its own dtype (a model cast to bfloat16), which is what posenc undoes."""
-    if getattr(module, "attention_scaling", None) != getattr(reference, "attention_scaling", None):
+    prefix = "" if layer_type is None else f"{layer_type}_"
+    scaling = f"{prefix}attention_scaling"
+    if getattr(module, scaling, None) != getattr(reference, scaling, None):
         raise ValueError(
-            f"its attention_scaling {getattr(module, 'attention_scaling', None)!r} is not the "
-            f"{getattr(reference, 'attention_scaling', None)!r} its config gives"
+            f"its {scaling} {getattr(module, scaling, None)!r} is not the "
+            f"{getattr(reference, scaling, None)!r} its config gives"
         )
+    rope_type = getattr(module, "rope_type", None)
+    if isinstance(rope_type, dict):
+        rope_type = rope_type.get(layer_type)
     # dynamic NTK and LongRoPE overwrite inv_freq per call and keep the config's in original_inv_freq;
     # every other type must still hold the config's in both
-    keys = ["original_inv_freq"]
-    if getattr(module, "rope_type", None) not in _FREQUENCIES_PER_CALL:
-        keys.append("inv_freq")
+    keys = [f"{prefix}original_inv_freq"]
+    if rope_type not in _FREQUENCIES_PER_CALL:
+        keys.append(f"{prefix}inv_freq")
     for key in keys:
         own, built = getattr(module, key, None), getattr(reference, key, None)
         if not isinstance(own, torch.Tensor) or not isinstance(built, torch.Tensor) or own.is_meta:
@@ -384,10 +612,12 @@ def _check_built_from_config(module: nn.Module, reference: nn.Module) -> None:
             raise ValueError(f"its {key} is not the one its config gives (changed after it was built)")
 
 
-def _probes(config) -> list[tuple[str, torch.dtype, torch.Tensor, bool]]:
+def _probes(config, layer_type: str | None = None) -> list[tuple[str, torch.dtype, torch.Tensor, bool]]:
     """``(what, x dtype, position_ids, required)`` in call order; the order exercises dynamic NTK's state
     (grow past the original length, stay grown, reset). ``required``: the module must accept it."""
-    parameters = getattr(config, "rope_parameters", None) or {}
+    parameters = rope_parameters(layer_config(config, layer_type), layer_type)
+    if parameters["rope_type"] == "axial":
+        return _axial_probes()
     lengths = (
         getattr(config, "max_position_embeddings", None),
         parameters.get("original_max_position_embeddings"),
@@ -409,53 +639,76 @@ def _probes(config) -> list[tuple[str, torch.dtype, torch.Tensor, bool]]:
     ]
 
 
-def _call(module: nn.Module, dtype: torch.dtype, position_ids: torch.Tensor):
+def _axial_probes() -> list[tuple[str, torch.dtype, torch.Tensor, bool]]:
+    """Probes of a vision tower's axial RoPE: (row, column) coordinates ``[n, 2]`` of patches."""
+    side = torch.arange(4)
+    grid = torch.stack(torch.meshgrid(side, side, indexing="ij"), dim=-1).reshape(-1, 2)  # [16, 2]
+    far = torch.tensor([[0, 0], [1, 3], [1000, 7], [5, 4095], [4095, 4095]])  # [5, 2]
+    return [
+        ("coordinates of a 4×4 patch grid [16, 2]", torch.float32, grid, True),
+        ("coordinates up to 4095 [5, 2]", torch.float32, far, True),
+        ("the grid moved by (9, 2)", torch.float32, grid + torch.tensor([9, 2]), True),
+        ("bfloat16 input", torch.bfloat16, grid, True),
+    ]
+
+
+def _call(module: nn.Module, dtype: torch.dtype, position_ids: torch.Tensor, layer_type: str | None = None):
     x = torch.zeros(*position_ids.shape[-2:], 8, dtype=dtype)  # [b, s, 8]: only dtype and device are read
-    return module(x, position_ids)
+    return module(x, position_ids) if layer_type is None else module(x, position_ids, layer_type)
 
 
 def _probe(
-    reference: nn.Module, candidates: dict[str, PosencRotaryEmbedding], config
+    reference: nn.Module,
+    candidates: dict[str, PosencRotaryEmbedding],
+    config,
+    layer_type: str | None = None,
 ) -> tuple[str, torch.dtype | None]:
-    """The output format and dtype (None: x's) in which posenc reproduces `reference` on every probe,
-    or ValueError."""
-    probes = _probes(config)
-    what, dtype, position_ids, _ = probes[0]
-    theirs = _run_reference(reference, what, dtype, position_ids)
-    misses = {}
-    for name, candidate in candidates.items():
-        misses[name] = _mismatch(theirs, _call(candidate, dtype, position_ids), candidate, position_ids)
-        if misses[name] is None:
-            break
-    else:
-        raise ValueError(
-            f"on {what} it returns {_describe(theirs)}, which no posenc output format reproduces ("
-            + "; ".join(f"{name}: {miss}" for name, miss in misses.items())
-            + ")"
-        )
-    ours = candidates[name]
-    for what, dtype, position_ids, required in probes[1:]:
-        if required:
-            theirs = _run_reference(reference, what, dtype, position_ids)
-        else:
-            try:
-                theirs = _run_reference(reference, what, dtype, position_ids)
-            except ValueError:
-                continue  # the module cannot be called this way, so the model does not call it so
+    """The name of the first candidate that reproduces `reference` on every probe, and the output dtype
+    it needs (None: x's), or ValueError: why the closest one does not (the first probe: every
+    candidate's miss)."""
+    outputs = []  # (what, dtype, position_ids, reference output), the reference called once, in order
+    for what, dtype, position_ids, required in _probes(config, layer_type):
+        try:
+            outputs.append(
+                (what, dtype, position_ids, _run_reference(reference, what, dtype, position_ids, layer_type))
+            )
+        except ValueError:
+            if required:
+                raise
+            # the module cannot be called this way, so the model does not call it so
+    what, dtype, position_ids, theirs = outputs[0]
+    first_misses, later_miss = {}, None
+    for name, ours in candidates.items():
+        miss = _mismatch(theirs, _call(ours, dtype, position_ids), ours, position_ids)
+        if miss is not None:
+            first_misses[name] = miss
+            continue
+        miss = _later_mismatch(name, ours, outputs[1:])
+        if miss is None:
+            return name, ours.output_dtype
+        later_miss = later_miss or miss
+    if later_miss is not None:
+        raise ValueError(later_miss)
+    raise ValueError(
+        f"on {what} it returns {_describe(theirs)}, which no posenc output format reproduces ("
+        + "; ".join(f"{name}: {miss}" for name, miss in first_misses.items())
+        + ")"
+    )
+
+
+def _later_mismatch(name: str, ours: PosencRotaryEmbedding, outputs: list) -> str | None:
+    """None when `ours` reproduces every later probe's output, else why not (the first that it misses)."""
+    for what, dtype, position_ids, theirs in outputs:
         if dtype != torch.float32 and _all_float32(theirs):
             ours.output_dtype = torch.float32  # cos/sin kept in float32 whatever x is (OLMo, Ernie 4.5)
         try:
             output = _call(ours, dtype, position_ids)
         except Exception as error:
-            raise ValueError(
-                f"on {what} it returns {_describe(theirs)}; posenc fails ({type(error).__name__}: {error})"
-            ) from None
+            return f"on {what} it returns {_describe(theirs)}; posenc fails ({type(error).__name__}: {error})"
         miss = _mismatch(theirs, output, ours, position_ids)
         if miss is not None:
-            raise ValueError(
-                f"on {what} it returns {_describe(theirs)}; posenc's {name!r} output does not reproduce it: {miss}"
-            )
-    return name, ours.output_dtype
+            return f"on {what} it returns {_describe(theirs)}; posenc's {name!r} output does not reproduce it: {miss}"
+    return None
 
 
 def _all_float32(output) -> bool:
@@ -463,9 +716,15 @@ def _all_float32(output) -> bool:
     return all(isinstance(part, torch.Tensor) and part.dtype == torch.float32 for part in parts)
 
 
-def _run_reference(reference: nn.Module, what: str, dtype: torch.dtype, position_ids: torch.Tensor):
+def _run_reference(
+    reference: nn.Module,
+    what: str,
+    dtype: torch.dtype,
+    position_ids: torch.Tensor,
+    layer_type: str | None = None,
+):
     try:
-        return _call(reference, dtype, position_ids)
+        return _call(reference, dtype, position_ids, layer_type)
     except Exception as error:
         raise ValueError(f"its forward fails on {what} ({type(error).__name__}: {error})") from None
 
@@ -485,7 +744,17 @@ def _mismatch(theirs, ours, candidate: PosencRotaryEmbedding, position_ids: torc
     if type(theirs) is not type(ours) or len(their_parts) != len(our_parts):
         return f"returns {_describe(ours)}"
     # the angle |pos·θ| of every output value, laid out as the output: the float32 error grows with it
-    angle = position_ids.abs().double()[..., None] * candidate.inv_freq  # [..., r/2]
+    if candidate.rope_type == "axial":  # coordinates [n, 2]: pair k at the coordinate of its axis
+        angle = position_ids[..., candidate.frequency_axis].abs().double() * candidate.inv_freq
+    elif candidate.frequency_axis is not None:  # M-RoPE: pair k at the coordinate of its axis
+        axes = len(candidate.sections)
+        coordinates = (
+            position_ids if position_ids.dim() == 3 else position_ids.expand(axes, *position_ids.shape)
+        )
+        per_pair = from_mrope_layout(coordinates)[..., candidate.frequency_axis]  # [b, s, r/2]
+        angle = per_pair.abs().double() * candidate.inv_freq
+    else:
+        angle = position_ids.abs().double()[..., None] * candidate.inv_freq  # [..., r/2]
     angles = OUTPUT_FORMATS[candidate.output_format](angle, angle)
     angle_parts = list(angles) if isinstance(angles, tuple | list) else [angles]
     scale = max(1.0, abs(candidate.attention_scaling))

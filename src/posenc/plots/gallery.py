@@ -30,11 +30,13 @@ from posenc.analysis import (
     swin_offset_table,
     t5_bucket_map,
 )
+from posenc.analysis.counting import sentence_counts
 from posenc.analysis.grid import grid_bias, mrope_example, patch_similarity
 from posenc.analysis.precision import RECIPES, angle_error
 from posenc.analysis.spectrum import EXAMPLE_FACTOR, EXAMPLE_ORIGINAL_LENGTH
 from posenc.encodings import PositionalEncoding, available
 from posenc.plots.bias import bias_heads, bucket_map, bucket_table, distance_bias, offset_tables
+from posenc.plots.counting import counted_positions
 from posenc.plots.dot_product import flat_lines
 from posenc.plots.grid import axis_positions, grid_bias_heads, similarity_map
 from posenc.plots.matrix import encoding_matrix, gram_heatmap
@@ -178,6 +180,11 @@ def _flat(encoding: PositionalEncoding, title: str, name: str) -> Figure:
     return figure
 
 
+def _counted(encoding: PositionalEncoding, title: str) -> Figure:
+    counts = sentence_counts(encoding)
+    return counted_positions(counts.words, counts.counted, counts.token_count, title=title)
+
+
 def _table_shape(encoding: PositionalEncoding) -> str:
     return f"T={_rows(encoding)}, d={code_table(encoding, 1).shape[-1]}"
 
@@ -293,6 +300,14 @@ KINDS: dict[str, FigureKind] = {
         lambda e, title, name: axis_positions(*mrope_example(), title=title),
         "The (t, h, w) position of every token of a mixed sequence.",
         _needs_three_axes,
+    ),
+    "counted-positions": FigureKind(
+        lambda label, e: f"{label}'s gate-counted positions on a sample sentence (last query)",
+        lambda e, title, name: _counted(e, title),
+        "The position the last token's query counts to each token, p_ij = Σ_{t=j}^{i} g_it, against the "
+        "token count i − j + 1 it would be if every gate were 1. The tokens are embedded with a fixed random "
+        "projection (untrained q and k): the gates here are not a trained model's.",
+        _needs_attributes("counted_positions"),
     ),
     "logit-shift": FigureKind(
         lambda label, e: f"{label}: attention-logit change when every position shifts by Δ",
