@@ -106,11 +106,12 @@ def time_case(name: str, n: int, steps: int = STEPS) -> dict:
 
 
 def _child(spec: dict) -> dict:
-    """In a fresh interpreter: prefill, then the peak resident memory added while decoding."""
+    """In a fresh interpreter: prefill and one step, then the peak resident memory added while decoding."""
     return_freed_memory()
     torch.set_num_threads(spec["threads"])
     model = _model()
     caches = _prefilled(model, spec["cache"], spec["length"])
+    _decode(model, caches, 1)  # a first step allocates once (RoPE's table grows with the positions)
     gc.collect()
     baseline = status_kib("VmRSS")
     reset_peak()
