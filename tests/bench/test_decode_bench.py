@@ -25,3 +25,22 @@ def test_the_peak_memory_of_decoding_is_measured_in_a_subprocess():
 
 def test_the_concatenating_baseline_and_the_preallocated_cache_decode_the_same_logits():
     assert decode.check_agreement(n=32, steps=3) == 0.0
+
+
+def test_the_peak_never_reads_below_the_resident_set_it_starts_from(monkeypatch):
+    # glibc may return memory between reading the baseline and resetting the high-water mark: a
+    # baseline read before the reset then lies above every later peak and the "extra" memory is negative
+    proc = {"VmRSS": 1000, "VmHWM": 1000}
+
+    def reset_peak():
+        proc["VmRSS"] -= 100  # freed pages returned to the system just before the reset
+        proc["VmHWM"] = proc["VmRSS"]
+
+    monkeypatch.setattr(decode, "status_kib", lambda field: proc[field])
+    monkeypatch.setattr(decode, "reset_peak", reset_peak)
+    monkeypatch.setattr(decode, "return_freed_memory", lambda: None)
+    monkeypatch.setattr(decode, "_model", lambda: None)
+    monkeypatch.setattr(decode, "_prefilled", lambda model, cache, length: None)
+    monkeypatch.setattr(decode, "_decode", lambda model, caches, steps: None)
+    result = decode._child({"cache": "any", "length": 8, "steps": 1, "threads": 1})
+    assert result["peak_extra_mib"] == 0.0

@@ -1,4 +1,4 @@
-"""`posenc bench attention`: causal attention with ALiBi and T5 biases on CPU, against unbiased SDPA.
+"""`posenc bench attention`: causal attention with ALiBi, T5 and the relative schemes on CPU, against unbiased SDPA.
 
 Configuration: b=1, h=8, d_head=64, causal, float32, inference (``torch.no_grad``). For each sequence
 length every candidate's output is first checked against an eager float64 reference,
@@ -42,24 +42,22 @@ is reported at that length and not tried at longer ones.
 from __future__ import annotations
 
 import copy
-import ctypes
 import gc
 import json
 import math
 import platform
-import re
 import resource
 import subprocess
 import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from posenc.bench.harness import time_alternating
+from posenc.bench.memory import reset_peak, return_freed_memory, status_kib
 from posenc.bench.rope import peak_extra_mib, require_cuda, steady_malloc, time_on_device
 from posenc.encodings.bias import ALiBi, T5RelativeBias
 from posenc.functional.alibi import alibi_attention
@@ -262,7 +260,8 @@ CANDIDATES.update(DEBERTA_CANDIDATES)
 
 def deberta_layer(heads: int, d_head: int):
     """The attention layer whose projections and DisentangledAttention the DeBERTa rows use, drawn from a
-    fixed seed (the same at every call), parameters N(0, 0.5) so that the position terms weigh."""
+    fixed seed (the same at every call): relative embeddings N(0, 1) and weights N(0, 1/d_model), so the
+    relative queries and keys are of unit size like q and k and each logit term weighs as much as q·k."""
     from posenc.attention import MultiHeadAttention
     from posenc.encodings.deberta import DisentangledAttention
 
@@ -275,7 +274,10 @@ def deberta_layer(heads: int, d_head: int):
         layer = MultiHeadAttention(d_model, heads, encoding=encoding, backend="sdpa", bias=True)
         with torch.no_grad():
             for parameter in layer.parameters():
-                parameter.normal_(0, 0.5)
+                parameter.normal_(0, 1 / math.sqrt(d_model))
+            encoding.relative_embeddings.normal_(0, 1)
+            if encoding.norm is not None:  # DeBERTa-v3's LayerNorm as initialised: weight 1, bias 0
+                encoding.norm.reset_parameters()
     return layer.eval()
 
 
@@ -549,31 +551,15 @@ def _case(seq_len: int, rounds: int, compile: bool, memory: dict | None) -> tupl
 # Memory, in subprocesses
 
 
-def _status_kib(field: str) -> int:
-    match = re.search(rf"^{field}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.MULTILINE)
-    if match is None:
-        raise RuntimeError(f"/proc/self/status has no {field}")
-    return int(match.group(1))
-
-
-def _return_freed_memory() -> None:
-    """glibc: allocations ≥ 64 KiB are mapped and unmapped on free (no dynamic threshold), the heap
-    trimmed beyond 128 KiB, so the resident set follows what is live."""
-    mallopt = ctypes.CDLL(None).mallopt
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    mallopt(m_mmap_threshold, 64 << 10)
-    mallopt(m_trim_threshold, 128 << 10)
-
-
 def _child(spec: dict) -> dict:
     """Run in a fresh interpreter: one candidate at one length; its peak extra resident memory."""
-    _return_freed_memory()
+    return_freed_memory()
     if spec["limit_bytes"] is not None:
-        address_space = _status_kib("VmSize") << 10
+        address_space = status_kib("VmSize") << 10
         _, hard = resource.getrlimit(resource.RLIMIT_AS)
         resource.setrlimit(resource.RLIMIT_AS, (address_space + spec["limit_bytes"], hard))
     torch.set_num_threads(spec["threads"])
-    baseline_kib = _status_kib("VmRSS")
+    baseline_kib = status_kib("VmRSS")
     try:
         with torch.no_grad():
             inputs = _inputs(spec["seq_len"])
@@ -581,8 +567,9 @@ def _child(spec: dict) -> dict:
             if spec["warm"]:  # compile and fill caches first; measure a steady call
                 call()
                 gc.collect()
-                baseline_kib = _status_kib("VmRSS")
-            Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current resident set
+            reset_peak()  # VmHWM := the current resident set
+            if spec["warm"]:  # the resident set at the reset: the peak can only grow from it
+                baseline_kib = status_kib("VmHWM")
             start = time.perf_counter()
             out = call()
             seconds = time.perf_counter() - start
@@ -591,7 +578,7 @@ def _child(spec: dict) -> dict:
         return {"ok": False, "error": f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"}
     return {
         "ok": True,
-        "peak_extra_mib": (_status_kib("VmHWM") - baseline_kib) / 1024,
+        "peak_extra_mib": (status_kib("VmHWM") - baseline_kib) / 1024,
         "seconds": seconds,
     }
 

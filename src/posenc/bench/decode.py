@@ -113,8 +113,8 @@ def _child(spec: dict) -> dict:
     caches = _prefilled(model, spec["cache"], spec["length"])
     _decode(model, caches, 1)  # a first step allocates once (RoPE's table grows with the positions)
     gc.collect()
-    baseline = status_kib("VmRSS")
     reset_peak()
+    baseline = status_kib("VmHWM")  # the resident set at the reset: the peak can only grow from it
     _decode(model, caches, spec["steps"])
     return {"peak_extra_mib": (status_kib("VmHWM") - baseline) / 1024}
 

@@ -1,5 +1,5 @@
-"""``posenc bench attention``: causal attention with ALiBi and T5 biases against unbiased SDPA, with
-memory and a 16 GiB sweep on CPU; ``--device cuda`` times flex_attention's biases on the GPU."""
+"""``posenc bench attention``: causal attention with ALiBi, T5, Shaw, Transformer-XL and DeBERTa against
+unbiased SDPA, with memory and a 16 GiB sweep on CPU; ``--device cuda`` times flex_attention's biases on the GPU."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ ROUNDS = {"cpu": 9, "cuda": 10}
 def configure(subparsers) -> None:
     """Add the ``bench attention`` parser."""
     parser = subparsers.add_parser(
-        "attention", help="causal attention with ALiBi and T5 biases against unbiased SDPA"
+        "attention",
+        help="causal attention with ALiBi, T5, Shaw, Transformer-XL and DeBERTa (and their naive "
+        "[b, h, i, j, d] forms) against unbiased SDPA",
     )
     parser.add_argument(
         "--seq-lens",
