@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from posenc.bench import decode
+from posenc.bench import decode, memory
 
 
 def test_every_cache_is_timed_at_each_length(monkeypatch):
@@ -37,6 +37,7 @@ def test_the_peak_never_reads_below_the_resident_set_it_starts_from(monkeypatch)
         proc["VmHWM"] = proc["VmRSS"]
 
     monkeypatch.setattr(decode, "status_kib", lambda field: proc[field])
+    monkeypatch.setattr(memory, "status_kib", lambda field: proc[field])
     monkeypatch.setattr(decode, "reset_peak", reset_peak)
     monkeypatch.setattr(decode, "return_freed_memory", lambda: None)
     monkeypatch.setattr(decode, "_model", lambda: None)

@@ -57,7 +57,7 @@ import torch
 import torch.nn.functional as F
 
 from posenc.bench.harness import time_alternating
-from posenc.bench.memory import reset_peak, return_freed_memory, status_kib
+from posenc.bench.memory import reset_peak, resident_extra_mib, return_freed_memory, status_kib
 from posenc.bench.rope import peak_extra_mib, require_cuda, steady_malloc, time_on_device
 from posenc.encodings.bias import ALiBi, T5RelativeBias
 from posenc.functional.alibi import alibi_attention
@@ -578,7 +578,7 @@ def _child(spec: dict) -> dict:
         return {"ok": False, "error": f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"}
     return {
         "ok": True,
-        "peak_extra_mib": (status_kib("VmHWM") - baseline_kib) / 1024,
+        "peak_extra_mib": resident_extra_mib(baseline_kib),
         "seconds": seconds,
     }
 

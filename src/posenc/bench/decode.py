@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from posenc.bench.memory import reset_peak, return_freed_memory, status_kib
+from posenc.bench.memory import reset_peak, resident_extra_mib, return_freed_memory, status_kib
 from posenc.bench.rope import steady_malloc
 from posenc.kv_cache import KVCache
 from posenc.model import TransformerLM
@@ -116,7 +116,7 @@ def _child(spec: dict) -> dict:
     reset_peak()
     baseline = status_kib("VmHWM")  # the resident set at the reset: the peak can only grow from it
     _decode(model, caches, spec["steps"])
-    return {"peak_extra_mib": (status_kib("VmHWM") - baseline) / 1024}
+    return {"peak_extra_mib": resident_extra_mib(baseline)}
 
 
 def memory_case(name: str, n: int, steps: int = STEPS, timeout: float = 600) -> dict:

@@ -27,3 +27,10 @@ def return_freed_memory() -> None:
 def reset_peak() -> None:
     """Reset ``VmHWM`` to the current resident set (Linux ≥ 4.0)."""
     Path("/proc/self/clear_refs").write_text("5")
+
+
+def resident_extra_mib(baseline_kib: int) -> float:
+    """``VmHWM`` above ``baseline_kib``, in MiB, never below 0: Linux folds each thread's resident-set
+    count into the process's lazily (up to 64 pages a thread), so two readings can disagree by a fraction
+    of a MiB either way; a negative difference is that noise, not memory given back."""
+    return max(0, status_kib("VmHWM") - baseline_kib) / 1024
