@@ -31,14 +31,14 @@ def _interrupt_at(step: int):
     """``train`` that raises KeyboardInterrupt (as Ctrl-C does) once it has taken ``step`` steps."""
     real = posenc.lab.train.train
 
-    def train(config, task, context, checkpoint, on_step=None):
+    def train(config, task, context, checkpoint, on_step=None, **options):
         def advance(taken: int) -> None:
             if taken == step:
                 raise KeyboardInterrupt
             if on_step is not None:
                 on_step(taken)
 
-        return real(config, task, context, checkpoint, on_step=advance)
+        return real(config, task, context, checkpoint, on_step=advance, **options)
 
     return train
 

@@ -17,7 +17,7 @@ from posenc.lab import algorithmic
 from posenc.lab.tasks import TASKS, check_task
 
 #: Version of the run config's layout; part of every hash, so a change never reuses old results.
-CONFIG_VERSION = 3
+CONFIG_VERSION = 4
 #: Largest seed a run accepts: seeds feed torch's generators (which wrap negative seeds onto large
 #: ones) and are stored as sqlite integers, so they are kept to 0 … 2³² − 1.
 MAX_SEED = 2**32 - 1
@@ -59,6 +59,20 @@ class TaskSetup:
 
 
 @dataclass(frozen=True)
+class ExtensionStudy:
+    """The context-extension study (``posenc.lab.extension``): a RoPE language model trained at L, then
+    evaluated at each ``factors`` × L with every scaling, zero-shot and after a short fine-tune at that
+    length; the ``from_scratch`` encodings trained at L alongside."""
+
+    scalings: tuple[str, ...] = ("unscaled", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope")
+    factors: tuple[int, ...] = (2, 4, 8)  # target lengths as multiples of L
+    finetune_fraction: float = 0.05  # fine-tuning steps as a fraction of the pre-training steps
+    finetune_lr_ratio: float = 0.25  # fine-tuning peak learning rate as a fraction of pre-training's
+    from_scratch: tuple[str, ...] = ("alibi", "t5", "fire")  # trained at L and evaluated at the targets
+    base: str = "rope"  # the encoding that is extended
+
+
+@dataclass(frozen=True)
 class Preset:
     """A named sweep: tasks with their setups, seeds, and (by default) every applicable encoding."""
 
@@ -66,6 +80,7 @@ class Preset:
     description: str  # what it is for and how long it takes
     seeds: tuple[int, ...]  # seeds run for every (task, encoding)
     tasks: dict[str, TaskSetup] = field(default_factory=dict)  # task name -> setup
+    extension: ExtensionStudy | None = None  # a context-extension study instead of the task sweep
 
 
 def _algorithmic(model: ModelConfig, train: TrainConfig, length: int, examples: int) -> TaskSetup:
@@ -122,6 +137,22 @@ PRESETS: dict[str, Preset] = {
             2048,
         ),
     ),
+    "extension": Preset(
+        "extension",
+        "the context-extension study: RoPE trained on lm at L=64, then every scaling at 2L, 4L and 8L, "
+        "zero-shot and after a fine-tune of 5% of the steps (as many tokens a step); ALiBi, T5 and FIRE from "
+        "scratch; 3 seeds",
+        (0, 1, 2),
+        {
+            "lm": TaskSetup(
+                ModelConfig(64, 2, 4),
+                TrainConfig(2000, 32, 2e-3, 100, checkpoint_every=250),
+                64,
+                eval_size=65536,
+            )
+        },
+        ExtensionStudy(),
+    ),
 }
 
 
@@ -172,6 +203,8 @@ class RunConfig:
     eval_backend: str  # attention backend for evaluation (same function; no compilation per length)
     corpus_sha256: str | None  # fingerprint of the lm corpus; None for algorithmic tasks
     random_positions: int | None = None  # Ruoss et al.'s randomized positions: training range; None: off
+    init_from: str | None = None  # config hash of the run whose trained weights this one starts from
+    finetune_length: int | None = None  # with init_from: the training windows' length (None: train_length)
     version: int = CONFIG_VERSION  # layout of this config
 
     def to_dict(self) -> dict:
@@ -187,7 +220,17 @@ class RunConfig:
 
     @property
     def label(self) -> str:
-        return f"{self.task} {self.encoding} seed {self.seed}"
+        if self.init_from is None:
+            return f"{self.task} {self.encoding} seed {self.seed}"
+        scaling = self.encoding_kwargs.get("scaling") or "unscaled"
+        how = f"fine-tuned at {self.finetune_length}" if self.train.steps else "zero-shot"
+        return f"{self.task} {self.encoding} {scaling} to {max(self.eval_lengths)}, {how}, seed {self.seed}"
+
+    @property
+    def batch_length(self) -> int:
+        """The length training batches are drawn at: the fine-tuning length of a run that starts from
+        another's weights, L otherwise (L stays the split of evaluation into positions < L and ≥ L)."""
+        return self.finetune_length or self.train_length
 
 
 def encoding_kwargs(encoding: str, task_sequence: int, setup: TaskSetup) -> dict:
@@ -332,6 +375,7 @@ __all__ = [
     "MAX_SEED",
     "PRESETS",
     "TASKS",
+    "ExtensionStudy",
     "ModelConfig",
     "Preset",
     "RunConfig",

@@ -35,7 +35,7 @@ from posenc.lab.progress import SweepProgress
 from posenc.lab.properties import count_fixed, count_parameters, parameters_at, relative_position
 from posenc.lab.records import Records
 from posenc.lab.tasks import TASKS, check_task, make_task, make_task_shape
-from posenc.lab.train import set_backend, train
+from posenc.lab.train import load_checkpoint, save_checkpoint, set_backend, train
 
 
 @dataclass
@@ -46,6 +46,7 @@ class Plan:
     runs: list[RunConfig]  # runs to train (this rank's share is chosen later)
     not_applicable: dict[tuple[str, str], str] = field(default_factory=dict)  # (task, encoding) -> reason
     corpus: dict | None = None  # lm corpus fingerprint, when lm is in the sweep
+    bases: dict[str, RunConfig] = field(default_factory=dict)  # config hash -> a run others start from
 
 
 def _names(value: str | list[str] | None, default: list[str]) -> list[str]:
@@ -70,6 +71,10 @@ def plan(
 ) -> Plan:
     """The sweep's run configs; every bad name, number or length raises a ValueError here, before training."""
     chosen = check_preset(preset)
+    if chosen.extension is not None:
+        return _extension_plan(
+            chosen, tasks, encodings, seeds, steps, train_length, eval_lengths, checkpoint_every
+        )
     task_names = [check_task(t) for t in _names(tasks, list(chosen.tasks))]
     encoding_names = check_encodings(_names(encodings, posenc.available()))
     seeds = check_seeds(list(chosen.seeds if seeds is None else seeds))
@@ -102,6 +107,32 @@ def plan(
         if config.task == "lm":
             _check_fits_corpus(config, corpus)
     return Plan(chosen, runs, skipped, corpus)
+
+
+def _extension_plan(
+    preset: Preset, tasks, encodings, seeds, steps, train_length, eval_lengths, checkpoint_every
+):
+    """The context-extension study's plan (:mod:`posenc.lab.extension`): its lengths are its own."""
+    from posenc.lab.extension import plan_runs
+
+    if _names(tasks, ["lm"]) != ["lm"]:
+        raise ValueError(f"the {preset.name} preset studies language modelling only; --task must be lm")
+    if eval_lengths is not None:
+        raise ValueError(f"the {preset.name} preset sets its own evaluation lengths (its factors × L)")
+    seeds = check_seeds(list(preset.seeds if seeds is None else seeds))
+    corpus = make_task("lm").fingerprint()
+    runs, bases = plan_runs(
+        preset,
+        seeds,
+        corpus["sha256"],
+        encodings=None if encodings is None else check_encodings(_names(encodings, [])),
+        steps=steps,
+        train_length=train_length,
+        checkpoint_every=checkpoint_every,
+    )
+    for config in runs:
+        _check_fits_corpus(config, corpus)
+    return Plan(preset, runs, {}, corpus, bases)
 
 
 def _check_fits_corpus(config: RunConfig, corpus: dict) -> None:
@@ -147,15 +178,57 @@ def _properties(config: RunConfig, model) -> dict:
     }
 
 
+def weights_path(workdir: Path, config_hash: str) -> Path:
+    """Where a finished run's weights are kept for the runs that start from them."""
+    return workdir / f"{config_hash}.weights.pt"
+
+
+def _keep_weights(path: Path, config: RunConfig, model) -> dict:
+    state = {"config_hash": config.config_hash, "model": model.state_dict()}
+    save_checkpoint(path, state)
+    return state
+
+
+def base_weights(base: RunConfig, context: Context, workdir: Path, progress: SweepProgress) -> dict:
+    """The trained weights of ``base``: kept in the work directory when it ran, or, when they are gone
+    (or another rank is still training it), trained again here: the same steps on the same batches
+    give the same weights, resuming from its checkpoint where one exists."""
+    path = weights_path(workdir, base.config_hash)
+    state = load_checkpoint(path, base.config_hash)
+    if state is None:
+        progress.start_run(f"{base.label} (weights for the runs that start from it)", base.train.steps)
+        outcome = train(
+            base, make_task(base.task), context, workdir / f"{base.config_hash}.pt", progress.advance
+        )
+        state = {"config_hash": base.config_hash, "model": outcome.model.state_dict()}
+        if context.records:
+            save_checkpoint(path, state)
+    return state["model"]
+
+
 def execute(
-    config: RunConfig, preset: str, records: Records, context: Context, workdir: Path, progress: SweepProgress
+    config: RunConfig,
+    preset: str,
+    records: Records,
+    context: Context,
+    workdir: Path,
+    progress: SweepProgress,
+    *,
+    initial: dict | None = None,
+    keep_weights: bool = False,
 ) -> dict | None:
-    """Train, evaluate and record one run; its metrics, or None on DDP ranks other than 0."""
+    """Train, evaluate and record one run; its metrics, or None on DDP ranks other than 0.
+
+    ``initial``: the weights a run with ``init_from`` starts from; ``keep_weights``: keep the trained
+    weights in the work directory (a run others start from).
+    """
     task = make_task(config.task)
     checkpoint = workdir / f"{config.config_hash}.pt"
     progress.start_run(config.label, config.train.steps)
     started = time.perf_counter()
-    outcome = train(config, task, context, checkpoint, on_step=progress.advance)
+    outcome = train(config, task, context, checkpoint, on_step=progress.advance, initial=initial)
+    if keep_weights and context.records:
+        _keep_weights(weights_path(workdir, config.config_hash), config, outcome.model)
     metrics = None
     if context.records:
         evaluation_started = time.perf_counter()
@@ -255,7 +328,19 @@ def run_sweep(
             for config in pending:
                 if records.finished(config.config_hash):  # recorded meanwhile by another process
                     continue
-                execute(config, plan_.preset.name, records, context, workdir, bar)
+                initial = None
+                if config.init_from is not None:
+                    initial = base_weights(plan_.bases[config.init_from], context, workdir, bar)
+                execute(
+                    config,
+                    plan_.preset.name,
+                    records,
+                    context,
+                    workdir,
+                    bar,
+                    initial=initial,
+                    keep_weights=config.config_hash in plan_.bases,
+                )
                 counts["run"] += 1
         return counts
     finally:

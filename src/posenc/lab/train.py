@@ -131,14 +131,22 @@ def train(
     context: Context,
     checkpoint: Path,
     on_step: Callable[[int], None] | None = None,
+    initial: dict | None = None,
 ) -> TrainOutcome:
     """Train the run's model for ``config.train.steps`` steps, resuming from ``checkpoint`` if present.
+
+    ``initial``: a state dict the model starts from instead of its seeded initialisation (a run with
+    ``init_from``: a fine-tune, or with 0 steps an evaluation of the trained weights as they are); the
+    encoding's own buffers (RoPE's scaled frequencies) are not in it and stay this run's.
 
     Every rank draws the same global batch from the same generator; under DDP each computes the
     loss of its slice normalised by the global count of scored tokens, so the averaged gradient
     equals that of one process with the whole batch.
     """
-    model = build_model(config, task).to(context.device)
+    model = build_model(config, task)
+    if initial is not None:
+        model.load_state_dict(initial)
+    model = model.to(context.device)
     optimiser = _optimiser(model, config)
     generator = torch.Generator().manual_seed(config.seed + DATA_SEED_OFFSET)
     step, losses, train_seconds, resumed_from = 0, [], 0.0, []
@@ -157,7 +165,7 @@ def train(
         started = time.perf_counter()
         for group in optimiser.param_groups:
             group["lr"] = learning_rate(step, config)
-        batch = task.train_batch(config.train.batch_size, config.train_length, generator)
+        batch = task.train_batch(config.train.batch_size, config.batch_length, generator)
         total = batch.mask.sum()  # scored tokens in the global batch
         inputs, targets, mask = (
             t[rows].to(context.device) for t in (batch.inputs, batch.targets, batch.mask)

@@ -1,0 +1,211 @@
+"""The context-extension study's report: bits per byte at each target length, per scaling, zero-shot
+and fine-tuned, beside encodings trained from scratch at L; and the per-position curves.
+
+Every cell is the mean and 95% interval over seeds (:func:`posenc.lab.report.interval`). Runs are
+told apart by their recorded config: a run with ``init_from`` starts from a base's weights (0 steps:
+zero-shot; otherwise fine-tuned at ``finetune_length``), its scaling in ``encoding_kwargs``; a run
+without is trained from scratch at L.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+
+from matplotlib.figure import Figure
+
+from posenc.document import Block, Bullets, Heading, Paragraph
+from posenc.table import Table
+
+ZERO_SHOT, FINE_TUNED = "zero-shot", "fine-tuned"
+
+
+def is_extension_preset(rows: list[dict]) -> bool:
+    """Whether a preset's rows are an extension study (some run starts from another's weights)."""
+    return any(row["status"] == "done" and row["config"].get("init_from") for row in rows)
+
+
+def _mode(row: dict) -> str:
+    return FINE_TUNED if row["config"]["train"]["steps"] else ZERO_SHOT
+
+
+def _scaling(row: dict) -> str:
+    return row["config"]["encoding_kwargs"].get("scaling") or "unscaled"
+
+
+def _groups(rows: list[dict]) -> tuple[dict, dict, int]:
+    """({(scaling, mode, target): [row]}, {encoding: [row]} trained from scratch, L)."""
+    extended, scratch, length = defaultdict(list), defaultdict(list), 0
+    for row in rows:
+        if row["status"] != "done":
+            continue
+        config = row["config"]
+        length = config["train_length"]
+        if config.get("init_from"):
+            extended[_scaling(row), _mode(row), max(config["eval_lengths"])].append(row)
+        else:
+            scratch[config["encoding"]].append(row)
+    return extended, scratch, length
+
+
+def _cell(runs: list[dict], length: int, key: str = "bpb") -> str:
+    from posenc.lab.report import _fmt, interval
+
+    values = [
+        entry[key]
+        for row in runs
+        if (entry := row["metrics"]["eval"].get(str(length)))
+        and entry["status"] == "ok"
+        and entry[key] is not None
+    ]
+    return _fmt(interval(values)) if values else "—"
+
+
+def target_table(rows: list[dict], target: int) -> Table:
+    """Bits per byte at ``target`` (all positions and positions ≥ L) and at L, per scaling and mode,
+    then the encodings trained from scratch."""
+    extended, scratch, length = _groups(rows)
+    scalings = list(dict.fromkeys(scaling for scaling, _, t in extended if t == target))
+    table_rows = []
+    for scaling in scalings:
+        zero, tuned = (
+            extended.get((scaling, ZERO_SHOT, target), []),
+            extended.get((scaling, FINE_TUNED, target), []),
+        )
+        table_rows.append(
+            (
+                f"RoPE, {scaling}",
+                _cell(zero, target),
+                _cell(zero, target, "bpb_from_L"),
+                _cell(zero, length),
+                _cell(tuned, target),
+                _cell(tuned, target, "bpb_from_L"),
+                _cell(tuned, length),
+            )
+        )
+    base = next((row["config"]["encoding"] for runs in extended.values() for row in runs), None)
+    for encoding, runs in scratch.items():
+        if encoding == base:
+            continue
+        table_rows.append(
+            (
+                f"`{encoding}` from scratch at L",
+                _cell(runs, target),
+                _cell(runs, target, "bpb_from_L"),
+                _cell(runs, length),
+                "—",
+                "—",
+                "—",
+            )
+        )
+    seeds = len({row["seed"] for row in rows if row["status"] == "done"})
+    return Table(
+        [
+            "Model",
+            f"{ZERO_SHOT}: bpb at {target}",
+            f"{ZERO_SHOT}: ≥ L",
+            f"{ZERO_SHOT}: bpb at L",
+            f"{FINE_TUNED}: bpb at {target}",
+            f"{FINE_TUNED}: ≥ L",
+            f"{FINE_TUNED}: bpb at L",
+        ],
+        table_rows,
+        title=f"Extended to {target} = {target // length}L (L = {length} bytes); mean [95% CI] over {seeds} seed(s)",
+        notes=(
+            f"bpb at {target}: all positions of windows of {target} bytes; ≥ L: positions L … {target - 1} of "
+            "them; bpb at L: windows of L (what the scaling costs at the training length).",
+        ),
+    )
+
+
+def _settings(rows: list[dict]) -> Bullets:
+    tuned = next(
+        (
+            row["config"]
+            for row in rows
+            if row["status"] == "done" and row["config"].get("init_from") and row["config"]["train"]["steps"]
+        ),
+        None,
+    )
+    base = next(
+        (row["config"] for row in rows if row["status"] == "done" and not row["config"].get("init_from")),
+        None,
+    )
+    items = []
+    if base is not None:
+        model, train = base["model"], base["train"]
+        items.append(
+            f"pre-training: lm at L={base['train_length']}, d_model={model['d_model']}, {model['n_layers']} layers, "
+            f"{model['n_heads']} heads; {train['steps']} steps of batch {train['batch_size']}, lr {train['lr']}"
+        )
+    if tuned is not None:
+        train = tuned["train"]
+        items.append(
+            f"fine-tune: {train['steps']} steps of batch {train['batch_size']} at the target length, peak lr {train['lr']}, "
+            f"{train['warmup']} warm-up steps, the same for every scaling"
+        )
+    return Bullets(tuple(items))
+
+
+def extension_blocks(preset: str, rows: list[dict]) -> list[Block]:
+    """The study's section: settings, then one table per target length."""
+    extended, _, _ = _groups(rows)
+    targets = sorted({target for _, _, target in extended})
+    blocks: list[Block] = [
+        Heading(3, f"Preset `{preset}`: context extension"),
+        Paragraph(
+            "A RoPE model trained at L, extended to each target length by each scaling (factor = target / L), "
+            "evaluated as it is (zero-shot) and after a short fine-tune at the target length; the other "
+            "encodings trained from scratch at L and evaluated at the same lengths."
+        ),
+        _settings(rows),
+    ]
+    blocks += [target_table(rows, target) for target in targets]
+    return blocks
+
+
+def extension_curves(rows: list[dict], mode: str, bins: int = 48) -> tuple[dict, int, int]:
+    """({label: (positions, mean, low, high)}, L, target) at the longest target, for ``mode``."""
+    from posenc.lab.report import _log_bins, interval
+
+    extended, scratch, length = _groups(rows)
+    if not extended:
+        return {}, length, 0
+    target = max(t for _, _, t in extended)
+    runs_by_label = {f"RoPE, {s}": runs for (s, m, t), runs in extended.items() if m == mode and t == target}
+    if mode == ZERO_SHOT:
+        base = next(row["config"]["encoding"] for runs in extended.values() for row in runs)
+        runs_by_label |= {f"{e} (from scratch)": runs for e, runs in scratch.items() if e != base}
+    curves = {}
+    for label, runs in runs_by_label.items():
+        per_seed = [
+            row["metrics"]["eval"][str(target)]["curve"]
+            for row in runs
+            if row["metrics"]["eval"].get(str(target), {}).get("status") == "ok"
+        ]
+        if not per_seed:
+            continue
+        positions, mean, low, high = [], [], [], []
+        for start, stop in _log_bins(target, bins):
+            stats = interval([statistics.fmean(curve[start:stop]) for curve in per_seed])
+            positions.append((start + stop - 1) / 2)
+            mean.append(stats[0])
+            low.append(stats[1])
+            high.append(stats[2])
+        curves[label] = (positions, mean, low, high)
+    return curves, length, target
+
+
+def extension_figure(rows: list[dict], mode: str) -> Figure | None:
+    """Bits per byte against position at the longest target, one line per scaling (and, zero-shot, per
+    encoding from scratch); None without such runs."""
+    from posenc.plots.lab import bits_per_position
+
+    curves, length, target = extension_curves(rows, mode)
+    if not curves:
+        return None
+    return bits_per_position(
+        curves,
+        train_length=length,
+        title=f"RoPE trained at L={length}, extended to {target}: {mode} (mean and 95% interval over seeds)",
+    )

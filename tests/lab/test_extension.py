@@ -1,0 +1,144 @@
+"""The context-extension study: its plan, its scalings' arguments, and a tiny study end to end.
+
+The strongest check: the zero-shot unscaled run starts from the base run's weights and changes
+nothing, so its bits per byte at L equal the base run's to the last digit; after the base's weights
+are deleted they are trained again, and that still holds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+
+import posenc
+from posenc.functional.rope import SCALINGS
+from posenc.lab import distributed
+from posenc.lab.extension import UNSCALED, longrope_factors, scaling_kwargs
+from posenc.lab.presets import PRESETS, ExtensionStudy, ModelConfig, Preset, TaskSetup, TrainConfig
+from posenc.lab.records import Records
+from posenc.lab.sweep import plan, run_sweep, weights_path
+
+TINY = Preset(
+    "extension",
+    "tiny",
+    (0,),
+    {
+        "lm": TaskSetup(
+            ModelConfig(16, 1, 2),
+            TrainConfig(8, 4, 3e-3, 2, checkpoint_every=4, log_every=2),
+            8,
+            eval_size=512,
+        )
+    },
+    ExtensionStudy(
+        scalings=(UNSCALED, "linear", "yarn"), factors=(2,), finetune_fraction=0.5, from_scratch=("alibi",)
+    ),
+)
+
+
+def test_longrope_factors_rise_geometrically_from_one_to_the_factor():
+    factors = longrope_factors(8, 4)
+    assert factors[0] == 1.0 and math.isclose(factors[-1], 8.0)
+    assert all(math.isclose(b / a, 2.0) for a, b in zip(factors, factors[1:], strict=False))
+    assert longrope_factors(4, 1) == [4.0]
+
+
+@pytest.mark.parametrize("scaling", [UNSCALED, *SCALINGS])
+def test_every_scaling_changes_the_rotation_past_l_and_unscaled_changes_nothing(scaling):
+    kwargs = scaling_kwargs(scaling, 4, 64, 16)
+    q = k = torch.randn(1, 2, 256, 16, dtype=torch.float64)  # [b, h, s, d]: a call at 4L
+    positions = torch.arange(256)
+    scaled = posenc.build("rope", d_head=16, **kwargs).rotate(q, k, positions)[0]
+    plain = posenc.build("rope", d_head=16).rotate(q, k, positions)[0]
+    if scaling == UNSCALED:
+        assert kwargs == {} and torch.equal(scaled, plain)
+    else:
+        assert kwargs["scaling"] == scaling and not torch.allclose(scaled, plain)
+
+
+@pytest.mark.parametrize(
+    ("scaling", "factor"), [("nosuch", 2), ("linear", 1), ("linear", 2.5), ("ntk", True)]
+)
+def test_bad_scalings_and_factors_are_named(scaling, factor):
+    with pytest.raises(ValueError, match="nosuch|factor"):
+        scaling_kwargs(scaling, factor, 64, 16)
+
+
+def test_the_preset_plans_a_base_per_seed_and_every_scaling_factor_and_budget_from_it():
+    preset = PRESETS["extension"]
+    study = preset.extension
+    runs = plan("extension").runs
+    bases = [run for run in runs if run.encoding == study.base and run.init_from is None]
+    derived = [run for run in runs if run.init_from is not None]
+    assert len(bases) == len(preset.seeds)
+    assert len(derived) == len(bases) * len(study.factors) * len(study.scalings) * 2
+    assert {run.init_from for run in derived} == {base.config_hash for base in bases}
+    length = preset.tasks["lm"].train_length
+    for run in derived:
+        target = max(run.eval_lengths)
+        assert run.eval_lengths == (length, target) and run.train_length == length
+        if run.train.steps == 0:
+            assert run.finetune_length is None and run.batch_length == length
+        else:
+            assert run.finetune_length == target == run.batch_length
+            pretraining = preset.tasks["lm"].train
+            assert run.train.steps == round(pretraining.steps * study.finetune_fraction)
+            assert run.train.batch_size * target == pretraining.batch_size * length  # tokens per step
+    scratch = {run.encoding for run in runs if run.init_from is None} - {study.base}
+    assert scratch == set(study.from_scratch)
+    assert runs.index(bases[-1]) < min(runs.index(run) for run in derived)  # bases first
+
+
+def test_the_extension_preset_refuses_other_tasks_and_evaluation_lengths():
+    with pytest.raises(ValueError, match="language modelling only"):
+        plan("extension", tasks="copy")
+    with pytest.raises(ValueError, match="its own evaluation lengths"):
+        plan("extension", eval_lengths=(64, 128))
+
+
+def _by_label(db) -> dict[str, dict]:
+    with Records(db, readonly=True) as records:
+        rows = records.rows(status="done")
+    return {
+        f"{row['config']['encoding']} {row['config']['encoding_kwargs'].get('scaling')} "
+        f"{row['config']['train']['steps']} {row['config']['init_from'] is not None}": row
+        for row in rows
+    }
+
+
+def test_a_tiny_study_end_to_end(tmp_path, monkeypatch):
+    monkeypatch.setitem(PRESETS, "extension", TINY)
+    torch.set_num_threads(1)
+    sweep = plan("extension")
+    assert len(sweep.runs) == 1 + 1 + 3 * 2
+    context = distributed.start("spread", "cpu")
+    db, workdir = tmp_path / "records.sqlite", tmp_path / "work"
+    counts = run_sweep(sweep, db=db, workdir=workdir, context=context, progress=False)
+    assert counts["run"] == len(sweep.runs)
+    rows = _by_label(db)
+    base = rows["rope None 8 False"]
+    zero_shot = rows["rope None 0 True"]
+    assert zero_shot["metrics"]["eval"]["8"]["bpb"] == base["metrics"]["eval"]["8"]["bpb"]
+    assert zero_shot["metrics"]["eval"]["16"]["bpb"] == base["metrics"]["eval"]["16"]["bpb"]
+    linear = rows["rope linear 0 True"]
+    assert linear["metrics"]["eval"]["16"]["bpb"] != base["metrics"]["eval"]["16"]["bpb"]
+    fine_tuned = rows["rope linear 4 True"]
+    assert fine_tuned["metrics"]["train_loss"] and fine_tuned["config"]["finetune_length"] == 16
+    base_hash = base["config_hash"]
+    kept = torch.load(weights_path(workdir, base_hash), weights_only=True)["model"]
+
+    # the weights gone and the study widened: the base is trained again, to the same weights
+    weights_path(workdir, base_hash).unlink()
+    wider = replace(TINY, extension=replace(TINY.extension, scalings=(*TINY.extension.scalings, "ntk")))
+    monkeypatch.setitem(PRESETS, "extension", wider)
+    sweep = plan("extension")
+    counts = run_sweep(sweep, db=db, workdir=workdir, context=context, progress=False)
+    assert counts["run"] == 2  # ntk, zero-shot and fine-tuned
+    retrained = torch.load(weights_path(workdir, base_hash), weights_only=True)["model"]
+    assert retrained.keys() == kept.keys()
+    assert all(torch.equal(retrained[name], kept[name]) for name in kept)
+    ntk = _by_label(db)["rope ntk 0 True"]
+    assert ntk["metrics"]["eval"]["16"]["status"] == "ok" and ntk["config"]["init_from"] == base_hash
