@@ -7,7 +7,7 @@ comma := ,
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
-.PHONY: setup test test-timm report lab lint clean
+.PHONY: setup test test-timm report lab lab-extension lint clean
 
 setup: $(STAMP)
 
@@ -32,6 +32,11 @@ report: setup
 # then the report with its table (docs/LAB.md records a run of exactly this).
 lab: setup
 	$(BIN)/torchrun --standalone --nproc_per_node=2 -m posenc.lab run --preset cpu --parallel spread
+	$(BIN)/posenc report --out report
+
+# The context-extension study (RoPE trained at L, every scaling at 2L, 4L, 8L; docs/LAB.md records a run).
+lab-extension: setup
+	$(BIN)/torchrun --standalone --nproc_per_node=2 -m posenc.lab run --preset extension --parallel spread
 	$(BIN)/posenc report --out report
 
 lint: setup

@@ -228,7 +228,14 @@ def _presets(args: argparse.Namespace) -> int:
 
     for preset in PRESETS.values():
         print(f"{preset.name}: {preset.description}")
-        print(f"  seeds {list(preset.seeds)}; encodings {', '.join(lab_encodings())}")
+        study = preset.extension
+        if study is None:
+            print(f"  seeds {list(preset.seeds)}; encodings {', '.join(lab_encodings())}")
+        else:
+            print(
+                f"  seeds {list(preset.seeds)}; {study.base} extended by {', '.join(study.scalings)} to "
+                f"{', '.join(f'{f}L' for f in study.factors)}; from scratch {', '.join(study.from_scratch)}"
+            )
         for task, setup in preset.tasks.items():
             model, train = setup.model, setup.train
             print(
