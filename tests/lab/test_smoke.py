@@ -14,9 +14,16 @@ import statistics
 import pytest
 
 import posenc
+from posenc.lab.algorithmic import ALGORITHMIC_TASKS
 from posenc.lab.presets import lab_encodings, not_applicable
 from posenc.lab.records import Records
-from posenc.lab.report import bits_per_position_figure, comparison_markdown, grade, write_report
+from posenc.lab.report import (
+    PUBLISHED_MRR,
+    bits_per_position_figure,
+    comparison_markdown,
+    grade,
+    write_report,
+)
 from posenc.lab.tasks import TASKS, make_task_shape
 from tests.lab.helpers import lab
 
@@ -175,6 +182,15 @@ def test_report_tables_show_the_recorded_values(smoke_db):
         entry = row["metrics"]["eval"][str(2 * row["config"]["train_length"])]
         shown = f"{entry['exact_match']:.2f}" if entry["status"] == "ok" else "cannot run"
         assert comparison[encoding][4] == shown
+
+
+def test_report_ranks_every_encoding_run_on_the_algorithmic_tasks(smoke_db):
+    ranked = _table_rows(comparison_markdown(smoke_db), "Encoding | MRR (all encodings)")
+    assert set(ranked) == {r["encoding"] for r in _done(smoke_db) if r["task"] in ALGORITHMIC_TASKS}
+    for encoding, (measured, among_five, published) in ranked.items():
+        assert 0 < float(measured) <= 1
+        assert (among_five == "—") == (published == "—") == (encoding not in PUBLISHED_MRR)
+        assert published in ("—", f"{PUBLISHED_MRR.get(encoding, 0):.2f}")
 
 
 def test_report_is_written_and_printed_as_made(smoke_db, tmp_path, capsys):

@@ -1,16 +1,21 @@
-"""Seeded generators for the algorithmic tasks: copy, reverse and multi-digit addition.
+"""Seeded generators for the algorithmic tasks: copy, reverse, multi-digit addition, sort, summation and
+parity (the last three as in Kazemnejad et al., 2023, "The Impact of Positional Encoding on Length
+Generalization in Transformers").
 
 Every example is one token sequence ``[BOS] question [SEP] answer [EOS]``; the model is trained and
 scored on the answer and EOS only. The length n of an example is the number of symbols in its
-operand (copy, reverse) or digits in each addend (addition):
+operand (every task but addition) or digits in each addend (addition):
 
-- copy:     ``BOS x1 … xn SEP x1 … xn EOS``                              (2n + 3 tokens)
-- reverse:  ``BOS x1 … xn SEP xn … x1 EOS``                              (2n + 3 tokens)
-- addition: ``BOS a1 … an + b1 … bn SEP s1 … s(n+1) EOS``, digits least significant first
+- copy:      ``BOS x1 … xn SEP x1 … xn EOS``                             (2n + 3 tokens)
+- reverse:   ``BOS x1 … xn SEP xn … x1 EOS``                             (2n + 3 tokens)
+- addition:  ``BOS a1 … an + b1 … bn SEP s1 … s(n+1) EOS``, digits least significant first
   (the order in which the carry is computed), the sum padded to n + 1 digits (3n + 5 tokens).
+- sort:      ``BOS x1 … xn SEP sorted(x) EOS``, ascending                (2n + 3 tokens)
+- summation: ``BOS x1 … xn SEP (x1 + … + xn) mod 10 EOS``                (n + 4 tokens)
+- parity:    ``BOS x1 … xn SEP (number of ones) mod 2 EOS``, xi in {0, 1} (n + 4 tokens)
 
-Symbols are 10 tokens (the digits for addition). The sequence starts with BOS so that an encoding
-without positions (NoPE) has an anchor.
+Symbols are 10 tokens (the digits for addition, sort and summation; parity draws only the first two).
+The sequence starts with BOS so that an encoding without positions (NoPE) has an anchor.
 """
 
 from __future__ import annotations
@@ -26,7 +31,10 @@ PAD, BOS, SEP, EOS, PLUS = 0, 1, 2, 3, 4
 FIRST_SYMBOL = 5
 SYMBOLS = 10
 VOCAB_SIZE = FIRST_SYMBOL + SYMBOLS
-ALGORITHMIC_TASKS = ("copy", "reverse", "addition")
+#: Registered tasks, in the order that seeds each one's test set (new tasks go last).
+ALGORITHMIC_TASKS = ("copy", "reverse", "addition", "sort", "summation", "parity")
+#: Symbols an operand draws from, where not all of SYMBOLS.
+_ALPHABET = {"parity": 2}
 
 
 @dataclass(frozen=True)
@@ -38,25 +46,52 @@ class Examples:
 
 
 def sequence_length(task: str, n: int) -> int:
-    """Tokens in one example of length n (the position count a model needs for it)."""
+    """Tokens in one example of length n (the position count a model needs for it).
+
+    Raises:
+        ValueError: an unknown task (listing the valid ones) or n below 1.
+    """
     check_choice("task", task, ALGORITHMIC_TASKS)
-    return 3 * n + 5 if task == "addition" else 2 * n + 3
+    check_positive_int("n", n)
+    if task == "addition":
+        return 3 * n + 5
+    return n + 4 if task in ("summation", "parity") else 2 * n + 3
+
+
+def _sum_digits(a: list[int], b: list[int]) -> list[int]:
+    """a + b as n + 1 digits, least significant first (as are a and b)."""
+    digits, carry = [], 0
+    for a_digit, b_digit in zip(a, b, strict=True):
+        carry, digit = divmod(a_digit + b_digit + carry, 10)
+        digits.append(digit)
+    return [*digits, carry]
+
+
+#: The answer's digits from the operand's, for the tasks with one operand.
+_ANSWERS = {
+    "copy": lambda x: x,
+    "reverse": lambda x: x[::-1],
+    "sort": sorted,
+    "summation": lambda x: [sum(x) % 10],
+    "parity": lambda x: [x.count(1) % 2],
+}
+
+
+def _tokens(digits: list[int]) -> list[int]:
+    return [FIRST_SYMBOL + d for d in digits]
 
 
 def _example(task: str, symbols: torch.Tensor, others: torch.Tensor) -> tuple[list[int], int]:
     """One example's tokens and the index where its answer starts."""
     x = symbols.tolist()
     if task == "addition":
-        y, carry, b = [], 0, others.tolist()
-        for a_digit, b_digit in zip(x, b, strict=True):
-            carry, digit = divmod(a_digit + b_digit + carry, 10)
-            y.append(digit)
-        y.append(carry)
-        question = [BOS, *(FIRST_SYMBOL + d for d in x), PLUS, *(FIRST_SYMBOL + d for d in b), SEP]
+        b = others.tolist()
+        y = _sum_digits(x, b)
+        question = [BOS, *_tokens(x), PLUS, *_tokens(b), SEP]
     else:
-        y = x if task == "copy" else x[::-1]
-        question = [BOS, *(FIRST_SYMBOL + d for d in x), SEP]
-    return question + [FIRST_SYMBOL + d for d in y] + [EOS], len(question)
+        y = _ANSWERS[task](x)
+        question = [BOS, *_tokens(x), SEP]
+    return question + _tokens(y) + [EOS], len(question)
 
 
 def make_examples(task: str, lengths: torch.Tensor, generator: torch.Generator) -> Examples:
@@ -67,11 +102,14 @@ def make_examples(task: str, lengths: torch.Tensor, generator: torch.Generator) 
     """
     check_choice("task", task, ALGORITHMIC_TASKS)
     lengths = lengths.tolist()
-    if not lengths or min(lengths) < 1:
-        raise ValueError(f"lengths must be at least 1, got {lengths}")
+    if not lengths:
+        raise ValueError("lengths must hold at least one length, got none")
+    if min(lengths) < 1:
+        raise ValueError(f"lengths must be at least 1, got {min(lengths)} (in {lengths})")
+    alphabet = _ALPHABET.get(task, SYMBOLS)
     rows = []
     for n in lengths:
-        symbols = torch.randint(0, SYMBOLS, (2, n), generator=generator)  # [2, n]: operand(s)
+        symbols = torch.randint(0, alphabet, (2, n), generator=generator)  # [2, n]: operand(s)
         rows.append(_example(task, symbols[0], symbols[1]))
     width = max(len(tokens) for tokens, _ in rows)
     tokens = torch.full((len(rows), width), PAD, dtype=torch.int64)  # [b, s]

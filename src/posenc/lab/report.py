@@ -14,6 +14,11 @@ relative position is explicit. The report puts a measurement beside each claim a
   beside it (the seed claims nothing separate for them).
 - Relative position: the shift test of :mod:`posenc.lab.properties` (explicit | implicit | no).
 
+The algorithmic tasks also get exact match per evaluation length (mean and 95% interval over seeds)
+and the mean reciprocal rank of the encodings across tasks and lengths beyond L, computed as
+Kazemnejad et al. (2023) compute theirs and shown beside their published figures
+(:data:`PUBLISHED_MRR`).
+
 Runs are aggregated over seeds only when everything else in their config is the same: a preset's
 runs are split into configurations (:func:`configurations`), each with its own tables under a
 heading that names the settings setting it apart from the preset's defaults (``steps=2500``).
@@ -32,8 +37,10 @@ from matplotlib.figure import Figure
 
 from posenc.document import Block, Bullets, Heading, Image, Paragraph, to_markdown
 from posenc.encodings import available, encoding_class
+from posenc.lab import algorithmic
 from posenc.lab.presets import PRESETS, run_config
 from posenc.lab.records import Records
+from posenc.lab.tasks import TASKS
 from posenc.table import Table
 
 #: Grades of r = bpb(4L) / bpb(L): (grade, largest r of the grade); above the last is "Poor".
@@ -57,6 +64,11 @@ T_95 = {
     30: 2.042,
 }
 AGREE, DISAGREE, SPANS = "✓", "✗", "~"
+#: Mean reciprocal rank of exact match published by Kazemnejad et al. (2023), "The Impact of Positional
+#: Encoding on Length Generalization in Transformers" (NeurIPS 2023, arXiv:2305.19466): their main
+#: comparison of decoder-only models over all their tasks and the lengths beyond training. Keyed by
+#: this package's names; their "absolute position embedding" (APE) is the sinusoidal one.
+PUBLISHED_MRR = {"nope": 0.69, "t5": 0.55, "alibi": 0.50, "rope": 0.33, "sinusoidal": 0.22}
 
 
 def interval(values: list[float]) -> tuple[float, float, float]:
@@ -337,21 +349,21 @@ def _encodings(rows: list[dict]) -> list[str]:
 def comparison_table(rows: list[dict]) -> Table:
     """The seed's table with the measurements beside each claim."""
     lm = _by(rows, "lm")
-    algorithmic = [t for t in ("copy", "reverse", "addition") if _by(rows, t)]
+    tasks = [t for t in algorithmic.ALGORITHMIC_TASKS if _by(rows, t)]
     columns = [
         "Method",
         "Parameters (seed)",
         "Parameters (counted)",
         "Length gen. (seed)",
         "bpb 4L / bpb L (95% CI), grade",
-        *(f"{t} EM at 2L" for t in algorithmic),
+        *(f"{t} EM at 2L" for t in tasks),
         "Relative position (seed)",
         "Relative position (shift test)",
     ]
     body = []
     for name in _encodings(rows):
         label, parameters, length, relative = seed_claims(name)
-        runs = lm.get(name) or next((_by(rows, t)[name] for t in algorithmic if _by(rows, t).get(name)), [])
+        runs = lm.get(name) or next((_by(rows, t)[name] for t in tasks if _by(rows, t).get(name)), [])
         stats, cannot_run = _ratio(lm.get(name, []))
         body.append(
             [
@@ -360,7 +372,7 @@ def comparison_table(rows: list[dict]) -> Table:
                 _parameter_cell(parameters, runs[0] if runs else None),
                 length or "—",
                 _length_cell(length, stats, cannot_run) if name in lm else "—",
-                *(_exact_cell(_by(rows, t).get(name, [])) for t in algorithmic),
+                *(_exact_cell(_by(rows, t).get(name, [])) for t in tasks),
                 relative or "—",
                 _relative_cell(relative, runs),
             ]
@@ -406,7 +418,7 @@ def lm_table(rows: list[dict]) -> Table | None:
 
 def algorithmic_tables(rows: list[dict]) -> list[Table]:
     """Exact match and answer-token accuracy per task and evaluation length (every length evaluated)."""
-    tasks = [t for t in ("copy", "reverse", "addition") if _by(rows, t)]
+    tasks = [t for t in algorithmic.ALGORITHMIC_TASKS if _by(rows, t)]
     if not tasks:
         return []
     columns, train_lengths = [], {}  # (task, n, label) per column; L per task
@@ -440,10 +452,85 @@ def algorithmic_tables(rows: list[dict]) -> list[Table]:
     return tables
 
 
+def ranks(scores: dict[str, float]) -> dict[str, int]:
+    """Each name's rank by score, highest first (rank 1); equal scores share the best of their ranks,
+    so scores 0.9, 0.5, 0.5, 0.1 rank 1, 2, 2, 4."""
+    return {name: 1 + sum(other > score for other in scores.values()) for name, score in scores.items()}
+
+
+def mean_reciprocal_rank(scores: dict[tuple[str, int], dict[str, float]]) -> dict[str, float]:
+    """Each encoding's mean over (task, length) of 1 / its rank there, as Kazemnejad et al. (2023) rank.
+
+    Args:
+        scores: ``{(task, n): {encoding: mean exact match}}``, the encodings ranked at each (task, n)
+            among those scored there; an encoding's mean is over the pairs it is scored at.
+
+    Returns:
+        ``{encoding: mean reciprocal rank}``, each in (0, 1].
+    """
+    reciprocal: dict[str, list[float]] = defaultdict(list)
+    for by_encoding in scores.values():
+        for name, rank in ranks(by_encoding).items():
+            reciprocal[name].append(1 / rank)
+    return {name: statistics.fmean(values) for name, values in reciprocal.items()}
+
+
+def exact_match_beyond_l(rows: list[dict]) -> dict[tuple[str, int], dict[str, float]]:
+    """Mean exact match over seeds per algorithmic task, evaluation length n > L and encoding:
+    ``{(task, n): {encoding: score}}``. A model that cannot run at n answers nothing there: 0."""
+    scores: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
+    for task in algorithmic.ALGORITHMIC_TASKS:
+        for name, runs in _by(rows, task).items():
+            length_l = runs[0]["config"]["train_length"]
+            for n in sorted({int(k) for row in runs for k in row["metrics"]["eval"]}):
+                entries = [row["metrics"]["eval"].get(str(n)) for row in runs]
+                if n <= length_l or not all(entries):
+                    continue
+                ok = all(entry["status"] == "ok" for entry in entries)
+                scores[task, n][name] = statistics.fmean(e["exact_match"] for e in entries) if ok else 0.0
+    return dict(scores)
+
+
+def mean_reciprocal_rank_table(rows: list[dict]) -> Table | None:
+    """The encodings' mean reciprocal rank across the algorithmic tasks and lengths beyond L, ranked
+    among all the encodings run and among the five Kazemnejad et al. compare (whose published MRR is
+    shown beside it); None without an algorithmic task evaluated beyond L."""
+    scores = exact_match_beyond_l(rows)
+    if not scores:
+        return None
+    measured = mean_reciprocal_rank(scores)
+    among_five = mean_reciprocal_rank(
+        {pair: {name: s for name, s in by.items() if name in PUBLISHED_MRR} for pair, by in scores.items()}
+    )
+    order = {name: index for index, name in enumerate(_encodings(rows))}
+    body = [
+        [
+            name,
+            f"{measured[name]:.2f}",
+            f"{among_five[name]:.2f}" if name in among_five else "—",
+            f"{PUBLISHED_MRR[name]:.2f}" if name in PUBLISHED_MRR else "—",
+        ]
+        for name in sorted(measured, key=lambda name: (-measured[name], order[name]))
+    ]
+    tasks = sorted({task for task, _ in scores}, key=algorithmic.ALGORITHMIC_TASKS.index)
+    return Table(
+        ["Encoding", "MRR (all encodings)", "MRR (among the paper's five)", "MRR (Kazemnejad et al., 2023)"],
+        body,
+        title=f"Over {len(scores)} (task, length) pairs beyond L of {', '.join(tasks)}.",
+        notes=[
+            "At each task and length beyond L the encodings are ranked by mean exact match over seeds "
+            "(best rank 1; equal scores share the best rank; one that cannot run scores 0); MRR is the "
+            "mean of 1 / rank. Ranked among only the five encodings Kazemnejad et al. compare (NoPE, T5, "
+            "ALiBi, RoPE and the sinusoidal APE), it is on the scale of their published MRR, which comes "
+            "from their own tasks, model and lengths."
+        ],
+    )
+
+
 def _settings(rows: list[dict]) -> Bullets:
     done = [row for row in rows if row["status"] == "done"]
     lines = []
-    for task in ("lm", "copy", "reverse", "addition"):
+    for task in TASKS:
         run = next((row for row in done if row["task"] == task), None)
         if run is None:
             continue
@@ -494,9 +581,12 @@ def configuration_blocks(settings: tuple[tuple[str, str], ...], rows: list[dict]
     lm = lm_table(rows)
     if lm:
         blocks += [Heading(5, "Language modelling: bits per byte"), lm]
-    algorithmic = algorithmic_tables(rows)
-    if algorithmic:
-        blocks += [Heading(5, "Algorithmic tasks"), *algorithmic]
+    exact = algorithmic_tables(rows)
+    if exact:
+        blocks += [Heading(5, "Algorithmic tasks"), *exact]
+    ranked = mean_reciprocal_rank_table(rows)
+    if ranked:
+        blocks += [Heading(5, "Mean reciprocal rank across the algorithmic tasks"), ranked]
     return blocks
 
 

@@ -14,8 +14,9 @@ import torch
 from posenc.lab import algorithmic
 from posenc.lab.corpus import Corpus, build_corpus
 
-#: Registered task names; ``lm`` is byte-level language modelling on the stdlib corpus.
-TASKS = ("lm", "copy", "reverse", "addition")
+#: Registered task names; ``lm`` is byte-level language modelling on the stdlib corpus, the others
+#: are the algorithmic tasks of :mod:`posenc.lab.algorithmic`.
+TASKS = ("lm", *algorithmic.ALGORITHMIC_TASKS)
 #: Beginning-of-sequence token of the byte-level task (bytes are 0 … 255).
 BYTE_BOS = 256
 
@@ -67,7 +68,8 @@ def windows_batch(windows: torch.Tensor) -> Batch:
 
 
 class AlgorithmicTask:
-    """Copy, reverse or addition: train on lengths 1 … L drawn uniformly, score the answer tokens."""
+    """An algorithmic task (copy, sort, parity, …): train on lengths 1 … L drawn uniformly, score the
+    answer tokens."""
 
     vocab_size = algorithmic.VOCAB_SIZE
     unit = "symbols"
