@@ -173,16 +173,11 @@ def _lab_section(out: Path, lab_db: Path | None) -> list[Block]:
     if blocks is None:
         return []
     section: list[Block] = [Heading(2, lab_report.TITLE, "lab"), *blocks]
-    figure = lab_report.bits_per_position_figure(lab_db)
-    if figure is not None:
-        path = out / "figures" / "lab-bits-per-position.png"
+    for stem, alt, figure in lab_report.lab_figures(lab_db):
+        path = out / "figures" / f"lab-{stem}.png"
         figure.savefig(path, dpi=110)
         section.append(
-            Image(
-                f"figures/{path.name}",
-                "Bits per byte against position",
-                "Mean over seeds with 95% intervals.",
-            )
+            Image(f"figures/{path.name}", alt[0].upper() + alt[1:], "Mean over seeds with 95% intervals.")
         )
     return section
 

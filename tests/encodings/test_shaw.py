@@ -210,7 +210,9 @@ def test_kv_cache_decoding_equals_the_full_forward(kwargs):
         steps = [model(tokens[:, :5], caches=caches)] + [
             model(tokens[:, t : t + 1], caches=caches) for t in range(5, 12)
         ]
-    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=0, atol=1e-5)
+    # logits reach about 40 here: the two summation orders of float32 differ by a few units in the
+    # last place of that, so the bound is relative as well (1e-6 of it) as absolute
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-6, atol=1e-5)
 
 
 @pytest.mark.parametrize("kwargs", CONFIGS)

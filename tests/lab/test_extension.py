@@ -142,3 +142,22 @@ def test_a_tiny_study_end_to_end(tmp_path, monkeypatch):
     assert all(torch.equal(retrained[name], kept[name]) for name in kept)
     ntk = _by_label(db)["rope ntk 0 True"]
     assert ntk["metrics"]["eval"]["16"]["status"] == "ok" and ntk["config"]["init_from"] == base_hash
+
+
+def test_the_report_has_one_table_per_target_and_the_study_curves(tmp_path, monkeypatch):
+    from posenc.lab.report import write_report
+
+    monkeypatch.setitem(PRESETS, "extension", TINY)
+    torch.set_num_threads(1)
+    db, out = tmp_path / "records.sqlite", tmp_path / "report"
+    context = distributed.start("spread", "cpu")
+    run_sweep(plan("extension"), db=db, workdir=tmp_path / "work", context=context, progress=False)
+    markdown = write_report(db, out)
+    assert "context extension" in markdown and "Extended to 16 = 2L (L = 8 bytes)" in markdown
+    rows = {line.split(" | ")[0].strip("| "): line for line in markdown.splitlines() if line.startswith("| ")}
+    assert {"RoPE, unscaled", "RoPE, linear", "RoPE, yarn", "alibi from scratch at L"} <= rows.keys()
+    base = _by_label(db)["rope None 8 False"]["metrics"]["eval"]["16"]["bpb"]
+    assert f"{base:.3f}" == rows["RoPE, unscaled"].split(" | ")[1]  # zero-shot unscaled is the base
+    assert rows["alibi from scratch at L"].split(" | ")[4] == "—"  # nothing fine-tuned
+    for name in ("lab_extension_zero_shot.png", "lab_extension_fine_tuned.png"):
+        assert (out / name).stat().st_size > 0 and name in markdown

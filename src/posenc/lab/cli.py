@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -219,7 +220,8 @@ def _report(args: argparse.Namespace) -> int:
     if markdown is None:  # the records changed since they were counted
         raise ValueError(f"no lab records in {args.db}")
     print(markdown)
-    print(f"written: {out / 'lab.md'}, {out / 'lab_bits_per_position.png'}", file=sys.stderr)
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", markdown)  # the figures the report links
+    print(f"written: {', '.join(str(out / name) for name in ['lab.md', *images])}", file=sys.stderr)
     return 0
 
 

@@ -89,7 +89,7 @@ def target_table(rows: list[dict], target: int) -> Table:
             continue
         table_rows.append(
             (
-                f"`{encoding}` from scratch at L",
+                f"{encoding} from scratch at L",
                 _cell(runs, target),
                 _cell(runs, target, "bpb_from_L"),
                 _cell(runs, length),

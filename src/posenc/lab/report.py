@@ -38,6 +38,13 @@ from matplotlib.figure import Figure
 from posenc.document import Block, Bullets, Heading, Image, Paragraph, to_markdown
 from posenc.encodings import available, encoding_class
 from posenc.lab import algorithmic
+from posenc.lab.extension_report import (
+    FINE_TUNED,
+    ZERO_SHOT,
+    extension_blocks,
+    extension_figure,
+    is_extension_preset,
+)
 from posenc.lab.presets import PRESETS, run_config
 from posenc.lab.records import Records
 from posenc.lab.tasks import TASKS
@@ -620,7 +627,9 @@ def comparison_blocks(db_path: str | Path, preset: str | None = None) -> list[Bl
         return None
     blocks: list[Block] = []
     for name, rows in grouped.items():
-        if any(r["status"] == "done" for r in rows):
+        if is_extension_preset(rows):
+            blocks += extension_blocks(name, rows)
+        elif any(r["status"] == "done" for r in rows):
             blocks += preset_blocks(name, rows)
     return blocks
 
@@ -680,6 +689,7 @@ def bits_per_position_figure(
     candidates = [
         (sum(len(runs) for runs in _by(rows, "lm").values()), name, settings, rows)
         for name, preset_rows in load(db_path, preset).items()
+        if not is_extension_preset(preset_rows)
         for settings, rows in configurations(preset_rows)
     ]
     candidates = [candidate for candidate in candidates if candidate[0]]
@@ -696,6 +706,23 @@ def bits_per_position_figure(
     )
 
 
+def lab_figures(db_path: str | Path, preset: str | None = None) -> list[tuple[str, str, Figure]]:
+    """The lab's figures as (stem, description, figure): bits per byte against position, and for a
+    context-extension study its curves zero-shot and fine-tuned."""
+    figures = []
+    figure = bits_per_position_figure(db_path, preset)
+    if figure is not None:
+        figures.append(("bits-per-position", "bits per byte against position", figure))
+    for rows in load(db_path, preset).values():
+        if is_extension_preset(rows):
+            for mode in (ZERO_SHOT, FINE_TUNED):
+                figure = extension_figure(rows, mode)
+                if figure is not None:
+                    alt = f"bits per byte against position, RoPE extended, {mode}"
+                    figures.append((f"extension-{mode}", alt, figure))
+    return figures
+
+
 def write_report(db_path: str | Path, out: str | Path | None, preset: str | None = None) -> str | None:
     """The Markdown report; with ``out``, also ``out/lab.md`` and ``out/lab_bits_per_position.png``."""
     blocks = comparison_blocks(db_path, preset)
@@ -706,10 +733,10 @@ def write_report(db_path: str | Path, out: str | Path | None, preset: str | None
         return to_markdown(blocks)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    figure = bits_per_position_figure(db_path, preset)
-    if figure is not None:
-        figure.savefig(out / "lab_bits_per_position.png", dpi=120)
-        blocks.append(Image("lab_bits_per_position.png", "bits per byte against position"))
+    for stem, alt, figure in lab_figures(db_path, preset):
+        name = f"lab_{stem.replace('-', '_')}.png"
+        figure.savefig(out / name, dpi=120)
+        blocks.append(Image(name, alt))
     markdown = to_markdown(blocks)
     (out / "lab.md").write_text(markdown)
     return markdown
