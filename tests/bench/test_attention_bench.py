@@ -20,7 +20,8 @@ def test_every_candidate_runs_and_agrees_with_the_float64_reference(result):
     assert case["seq_len"] == 64
     assert [t["name"] for t in case["timings"]] == list(attention.CANDIDATES)
     for t in case["timings"]:
-        assert 0 <= t["max_abs_error_vs_float64"] <= attention.TOLERANCE, t["name"]
+        bound = attention.ROW_TOLERANCE.get(t["name"], attention.TOLERANCE)
+        assert 0 <= t["max_abs_error_vs_float64"] <= bound, t["name"]
         assert t["min_ms"] <= t["median_ms"] <= t["max_ms"]
         assert t["peak_extra_mib"] is None  # memory=False
     assert next(t for t in case["timings"] if t["name"] == attention.UNBIASED)["vs_sdpa"] == 1.0

@@ -46,6 +46,7 @@ import gc
 import json
 import math
 import platform
+import re
 import resource
 import subprocess
 import sys
@@ -158,6 +159,7 @@ def candidates(inputs: dict, *, compile: bool = True) -> dict[str, Callable[[], 
         "posenc relative_attention, T5 table": lambda: per_distance_attention(q, k, v, t5_bias),
         **deberta_candidates(inputs),
         **relative_candidates(inputs),
+        **newer_candidates(inputs),
     }
 
 
@@ -180,6 +182,8 @@ def reference(inputs: dict, bias: str) -> torch.Tensor:
         return deberta_reference(inputs)
     if bias in ("shaw", "shaw_values", "transformer_xl"):
         return relative_reference(inputs, bias)
+    if bias in ("fire", "kerple", "sandwich", "cope"):
+        return newer_reference(inputs, bias)
     q, k, v = (inputs[name].double() for name in ("q", "k", "v"))
     s, d = q.shape[2], q.shape[3]
     i = torch.arange(s)
@@ -198,11 +202,12 @@ def reference(inputs: dict, bias: str) -> torch.Tensor:
 
 
 def check(name: str, got: torch.Tensor, expected: torch.Tensor, seq_len: int) -> float:
-    """max |got − expected|; AssertionError beyond :data:`TOLERANCE` (NaN included)."""
+    """max |got − expected|; AssertionError beyond :data:`TOLERANCE` (or the row's own, NaN included)."""
     error = float((got.double() - expected).abs().max())
-    if not error <= TOLERANCE:
+    tolerance = ROW_TOLERANCE.get(name, TOLERANCE)
+    if not error <= tolerance:
         raise AssertionError(
-            f"{name} disagrees with the float64 reference by {error:.3g} > {TOLERANCE:g} (s={seq_len})"
+            f"{name} disagrees with the float64 reference by {error:.3g} > {tolerance:g} (s={seq_len})"
         )
     return error
 
@@ -502,6 +507,179 @@ def relative_not_run(
     }
 
 
+# --- The newer biases (FIRE, Kerple, Sandwich) and CoPE -------------------------------------------
+
+FIRE = "posenc FIRE bias (sdpa)"
+KERPLE = "posenc Kerple log bias (sdpa, per distance)"
+KERPLE_MATERIALISED = "SDPA + Kerple log bias (materialised)"
+SANDWICH = "posenc Sandwich bias (sdpa, per distance)"
+SANDWICH_MATERIALISED = "SDPA + Sandwich bias (materialised)"
+COPE = "posenc CoPE terms (sdpa)"
+COPE_NAIVE = "CoPE naive: [b, h, i, j, d] interpolated"
+#: CoPE's table: counts clamp at COPE_POSITIONS − 1 (the paper bounds them by p_max).
+COPE_POSITIONS = 64
+NEWER_CANDIDATES: dict[str, tuple[str, str]] = {
+    FIRE: (
+        "fire",
+        "MultiHeadAttention(backend='sdpa').attend with FIRE (L₀ = 1024): the [h, s, s] bias of "
+        "its MLP over the progressively interpolated distance, as a float attn_mask",
+    ),
+    KERPLE: (
+        "kerple",
+        "MultiHeadAttention(backend='sdpa').attend with Kerple (log): a bias of the distance "
+        "alone, per distance through the strided-table path (no s×s tensor)",
+    ),
+    KERPLE_MATERIALISED: ("kerple", "Kerple's [h, s, s] bias plus the causal −inf mask as a float attn_mask"),
+    SANDWICH: (
+        "sandwich",
+        "MultiHeadAttention(backend='sdpa').attend with Sandwich: a bias of the distance "
+        "alone, per distance through the strided-table path",
+    ),
+    SANDWICH_MATERIALISED: (
+        "sandwich",
+        "Sandwich's [h, s, s] bias plus the causal −inf mask as a float attn_mask",
+    ),
+    COPE: (
+        "cope",
+        f"MultiHeadAttention(backend='sdpa').attend with CoPE ({COPE_POSITIONS} positions): gates "
+        "σ(q·k), counts by a reversed cumulative sum, q·e per table row [b, h, i, npos] interpolated by two "
+        "gathers, as a float attn_mask",
+    ),
+    COPE_NAIVE: (
+        "cope",
+        "the same counts, the embedding interpolated for every pair [b, h, i, j, d] and "
+        f"multiplied by q; not run where that tensor exceeds {NAIVE_LIMIT_BYTES >> 30} GiB",
+    ),
+}
+CANDIDATES.update(NEWER_CANDIDATES)
+#: Rows checked to another bound than :data:`TOLERANCE`: CoPE's counts add up float32 gates σ(q·k/√d),
+#: each rounded, and the interpolation multiplies a count's error by the step between two table
+#: logits (about 10 here), so any float32 CoPE, the naive one as much as posenc's, ends about 1e-4 from
+#: float64.
+ROW_TOLERANCE: dict[str, float] = {COPE: 3e-4, COPE_NAIVE: 3e-4}
+
+
+def newer_encodings(heads: int, d_head: int) -> dict:
+    """FIRE, Kerple (log), Sandwich and CoPE for the rows, each from a fixed seed; FIRE's and Kerple's
+    parameters as initialised, CoPE's table N(0, 1) so its term is the size of q·k."""
+    import posenc
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        encodings = {
+            "fire": posenc.build("fire", n_heads=heads, threshold=float(SEQ_LENS[0])),
+            "kerple": posenc.build("kerple", n_heads=heads),
+            "sandwich": posenc.build("sandwich", n_heads=heads),
+            "cope": posenc.build("cope", d_head=d_head, npos_max=COPE_POSITIONS),
+        }
+        with torch.no_grad():
+            encodings["cope"].table.normal_(0, 1)
+    return {name: encoding.eval() for name, encoding in encodings.items()}
+
+
+def newer_candidates(inputs: dict) -> dict[str, Callable[[], torch.Tensor]]:
+    """The newer biases' and CoPE's rows."""
+    from posenc.attention import MultiHeadAttention
+
+    q, k, v, positions = inputs["q"], inputs["k"], inputs["v"], inputs["positions"]
+    heads, d_head = q.shape[1], q.shape[3]
+    encodings = newer_encodings(heads, d_head)
+    layers = {
+        name: MultiHeadAttention(heads * d_head, heads, encoding=encoding, backend="sdpa")
+        for name, encoding in encodings.items()
+    }
+
+    def attend(name: str) -> Callable[[], torch.Tensor]:
+        return lambda: layers[name].attend(q, k, v, positions, positions)
+
+    def materialised(name: str) -> Callable[[], torch.Tensor]:
+        def run() -> torch.Tensor:
+            bias = encodings[name].bias(positions, positions)  # [h, s, s]
+            causal = torch.ones(bias.shape[-2:], dtype=torch.bool).tril()
+            return F.scaled_dot_product_attention(
+                q, k, v, attn_mask=bias.to(q.dtype).masked_fill(~causal, float("-inf"))
+            )
+
+        return run
+
+    return {
+        FIRE: attend("fire"),
+        KERPLE: attend("kerple"),
+        KERPLE_MATERIALISED: materialised("kerple"),
+        SANDWICH: attend("sandwich"),
+        SANDWICH_MATERIALISED: materialised("sandwich"),
+        COPE: attend("cope"),
+        COPE_NAIVE: lambda: naive_cope(encodings["cope"], q, k, v),
+    }
+
+
+def _cope_counts(q: torch.Tensor, k: torch.Tensor, npos: int) -> torch.Tensor:
+    """CoPE's counted positions p_ij = min(Σ_{t=j}^{i} σ(q_i·k_t / √d), npos − 1) for j ≤ i; ``[b, h, i, j]``."""
+    s, d = q.shape[2], q.shape[3]
+    causal = torch.ones(s, s, dtype=torch.bool, device=q.device).tril()
+    gates = torch.sigmoid(q @ k.transpose(-1, -2) / math.sqrt(d)).masked_fill(~causal, 0)  # [b, h, i, j]
+    return gates.flip(-1).cumsum(-1).flip(-1).clamp(max=npos - 1)  # Σ over t = j … i
+
+
+def naive_cope(encoding, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """CoPE's causal attention with e[p_ij] interpolated for every pair ``[b, h, i, j, d]`` and multiplied
+    by q_i (Golovneva et al. 2024, eq. 3–5, the embedding before the dot product)."""
+    table = encoding.table.to(q.dtype)  # [npos, d]
+    counts = _cope_counts(q, k, table.shape[0])  # [b, h, i, j]
+    floor = counts.floor()
+    upper = (floor + 1).clamp(max=table.shape[0] - 1).long()
+    weight = (counts - floor).unsqueeze(-1)  # [b, h, i, j, 1]
+    embedded = table[floor.long()] * (1 - weight) + table[upper] * weight  # [b, h, i, j, d]
+    relative = (q.unsqueeze(3) * embedded).sum(-1)  # [b, h, i, j]
+    return _causal_softmax((q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1]) + relative, v)
+
+
+def newer_reference(inputs: dict, bias: str) -> torch.Tensor:
+    """The newer rows' causal attention in float64, one head at a time: softmax(q·kᵀ/√d + B_ij + mask)·v
+    with the encoding's bias in float64, or for CoPE + q_i·e[p_ij] (interpolated) with the counts of
+    σ(q·k/√d) in float64; ``[b, h, s, d]``."""
+    q, k, v = (inputs[name].double() for name in ("q", "k", "v"))
+    b, heads, s, d = q.shape
+    encoding = copy.deepcopy(newer_encodings(heads, d)[bias]).double()
+    positions = inputs["positions"]
+    future = torch.ones(s, s, dtype=torch.bool).triu(1)
+    out = torch.empty_like(q)
+    with torch.no_grad():
+        if bias == "cope":
+            table = encoding.table.double()  # [npos, d]
+            for head in range(heads):
+                q_h, k_h = q[:, head : head + 1], k[:, head : head + 1]  # [b, 1, s, d]
+                counts = _cope_counts(q_h, k_h, table.shape[0])[:, 0]  # [b, i, j]
+                floor = counts.floor()
+                weight = counts - floor
+                upper = (floor + 1).clamp(max=table.shape[0] - 1).long()
+                low_logit = q_h[:, 0] @ table.T  # [b, i, npos]: q_i·e[n]
+                z_low = low_logit.gather(-1, floor.long())
+                z_high = low_logit.gather(-1, upper)
+                scores = (
+                    q_h[:, 0] @ k_h[:, 0].transpose(-1, -2) / math.sqrt(d)
+                    + z_low * (1 - weight)
+                    + z_high * weight
+                )
+                out[:, head] = scores.masked_fill(future, float("-inf")).softmax(dim=-1) @ v[:, head]
+            return out
+        bias_table = encoding.bias(positions, positions).double()  # [h, s, s]
+    for head in range(heads):
+        scores = q[:, head] @ k[:, head].transpose(-1, -2) / math.sqrt(d) + bias_table[head]
+        out[:, head] = scores.masked_fill(future, float("-inf")).softmax(dim=-1) @ v[:, head]
+    return out
+
+
+def newer_not_run(
+    seq_len: int, heads: int = HEADS, d_head: int = D_HEAD, batch: int = BATCH
+) -> dict[str, str]:
+    """CoPE's naive row where its [b, h, i, j, d] tensor exceeds :data:`NAIVE_LIMIT_BYTES`."""
+    size = batch * heads * seq_len * seq_len * d_head * 4
+    if size <= NAIVE_LIMIT_BYTES:
+        return {}
+    return {COPE_NAIVE: f"not run: its [b, h, i, j, d] tensor would hold {size / 2**30:g} GiB"}
+
+
 def sweep_lengths(name: str, sizes: Sequence[int]) -> list[int]:
     """The lengths the sweep tries for ``name``: ``sizes``, after :data:`NAIVE_SWEEP`'s shorter ones for
     the naive rows."""
@@ -510,13 +688,46 @@ def sweep_lengths(name: str, sizes: Sequence[int]) -> list[int]:
     return [size for size in NAIVE_SWEEP if size < min(sizes)] + list(sizes)
 
 
-def _case(seq_len: int, rounds: int, compile: bool, memory: dict | None) -> tuple[dict, dict]:
-    """Timings of every candidate at one length (after its check), and the extra-channel precision."""
+def _not_run(seq_len: int, names: Sequence[str]) -> dict[str, str]:
+    """The candidates of ``names`` not run at ``seq_len``, and why."""
+    reasons = deberta_not_run(seq_len) | relative_not_run(seq_len) | newer_not_run(seq_len)
+    return {name: reason for name, reason in reasons.items() if name in names}
+
+
+def selected(only: str | None) -> list[str]:
+    """The candidates whose name ``only`` (a regular expression) finds, with unbiased SDPA, the ratios'
+    reference, always; every candidate without ``only``.
+
+    Raises:
+        ValueError: an expression that does not compile or finds no candidate.
+    """
+    if only is None:
+        return list(CANDIDATES)
+    try:
+        pattern = re.compile(only)
+    except re.error as error:
+        raise ValueError(f"--only {only!r} is not a regular expression: {error}") from None
+    names = [name for name in CANDIDATES if pattern.search(name)]
+    if not names:
+        raise ValueError(f"--only {only!r} matches no candidate; candidates: {', '.join(CANDIDATES)}")
+    return [UNBIASED, *(name for name in names if name != UNBIASED)]
+
+
+def _case(
+    seq_len: int, rounds: int, compile: bool, memory: dict | None, names: Sequence[str] = tuple(CANDIDATES)
+) -> tuple[dict, dict]:
+    """Timings of the candidates ``names`` at one length (after their check), and the extra-channel
+    precision."""
     torch._dynamo.reset()  # each length compiles afresh; the recompile limit is never reached
     inputs = _inputs(seq_len)
-    not_run = deberta_not_run(seq_len) | relative_not_run(seq_len)
-    runs = {name: call for name, call in candidates(inputs, compile=compile).items() if name not in not_run}
-    expected = {bias: reference(inputs, bias) for bias in dict.fromkeys(b for b, _ in CANDIDATES.values())}
+    not_run = _not_run(seq_len, names)
+    runs = {
+        name: call
+        for name, call in candidates(inputs, compile=compile).items()
+        if name in names and name not in not_run
+    }
+    biases = dict.fromkeys(["alibi", *(CANDIDATES[name][0] for name in runs)])
+    expected = {bias: reference(inputs, bias) for bias in biases}
     errors = {}
     for name, call in runs.items():  # compiles the flex candidates before any timing
         errors[name] = check(name, call(), expected[CANDIDATES[name][0]], seq_len)
@@ -648,7 +859,11 @@ def sweep(names: Sequence[str], sizes: Sequence[int], *, compile: bool = True) -
 
 
 def _timed_cases(
-    seq_lens: Sequence[int], rounds: int, compile: bool, memory: bool
+    seq_lens: Sequence[int],
+    rounds: int,
+    compile: bool,
+    memory: bool,
+    names: Sequence[str] = tuple(CANDIDATES),
 ) -> tuple[list[dict], list[dict]]:
     """Per length: the memory of each candidate (if asked), then the checked and timed case, and the
     precision of the extra-channel variants."""
@@ -658,13 +873,13 @@ def _timed_cases(
             peak = (
                 {
                     name: measure(name, seq_len, compile=compile).get("peak_extra_mib")
-                    for name in CANDIDATES
-                    if name not in deberta_not_run(seq_len) | relative_not_run(seq_len)
+                    for name in names
+                    if name not in _not_run(seq_len, names)
                 }
                 if memory
                 else None
             )
-            case, study = _case(seq_len, rounds, compile, peak)
+            case, study = _case(seq_len, rounds, compile, peak, names)
             cases.append(case)
             precision.append(study)
     return cases, precision
@@ -677,8 +892,10 @@ def run(
     reuse_memory: bool = True,
     memory: bool = True,
     sweep_sizes: Sequence[int] = SWEEP,
+    only: str | None = None,
 ) -> dict:
-    """Timings, errors and memory of every candidate at every length, and the sweep; JSON-ready.
+    """Timings, errors and memory of every candidate (or those :func:`selected` by ``only``) at every
+    length, and the sweep; JSON-ready.
 
     Args:
         seq_lens: sequence lengths s (b=1, h=8, d_head=64).
@@ -698,9 +915,10 @@ def run(
         "glibc thresholds raised (freed blocks reused)" if reuse_memory and steady_malloc() else "default"
     )
     started = time.perf_counter()
-    cases, precision = _timed_cases(seq_lens, rounds, compile, memory)
+    names = selected(only)
+    cases, precision = _timed_cases(seq_lens, rounds, compile, memory, names)
     timed_s = time.perf_counter() - started
-    sweep_results = sweep(list(CANDIDATES), sweep_sizes, compile=compile) if sweep_sizes else {}
+    sweep_results = sweep(names, sweep_sizes, compile=compile) if sweep_sizes else {}
     return {
         "config": {
             "batch": BATCH,
@@ -717,6 +935,8 @@ def run(
         "rounds": rounds,
         "malloc": malloc,
         "tolerance": TOLERANCE,
+        "row_tolerance": ROW_TOLERANCE,
+        "only": only,
         "candidates": {name: what for name, (_, what) in CANDIDATES.items()},
         "cases": cases,
         "extra_channel_precision": precision,

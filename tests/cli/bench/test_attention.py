@@ -26,7 +26,14 @@ def test_bench_attention_command_prints_tables_and_writes_json(
     argv = ["bench", "attention", "--seq-lens", "64", "--rounds", "1", "--no-compile", "--no-memory"]
     run = cli(*argv, "--sweep", "none", "--json", str(out))
     assert run.code == 0
-    assert seen == {"seq_lens": (64,), "rounds": 1, "compile": False, "memory": False, "sweep_sizes": ()}
+    assert seen == {
+        "seq_lens": (64,),
+        "rounds": 1,
+        "compile": False,
+        "memory": False,
+        "sweep_sizes": (),
+        "only": None,
+    }
     assert json.loads(out.read_text())["cases"][0]["seq_len"] == 64
     assert "SDPA, no bias (is_causal)" in run.out and "posenc alibi_attention" in run.out
     assert "× SDPA" in run.out and "ALiBi windows per head at s=64" in run.out
@@ -41,6 +48,8 @@ def test_bad_lengths_rounds_and_json_are_refused_before_any_timing(cli, monkeypa
     cli("bench", "attention", "--seq-lens", "64,0").assert_refused("--seq-lens", "lengths must be positive")
     cli("bench", "attention", "--rounds", "-1").assert_refused("--rounds", "got -1")
     cli("bench", "attention", "--json", "/proc/a.json").assert_refused("--json", "/proc/a.json")
+    cli("bench", "attention", "--only", "(").assert_refused("--only", "not a regular expression")
+    cli("bench", "attention", "--only", "nosuch").assert_refused("--only", "matches no candidate")
 
 
 @pytest.mark.parametrize("option", [["--length", "8"], ["--d-model", "8"]])
@@ -57,7 +66,7 @@ def test_bench_attention_on_cuda_without_a_gpu_exits_2_with_the_reason(cli):
 
 def test_bench_attention_cuda_refuses_the_cpu_only_options(cli):
     cli("bench", "attention", "--device", "cuda", "--sweep", "none").assert_refused(
-        "--sweep and --no-memory apply to --device cpu"
+        "--sweep, --no-memory and --only apply to --device cpu"
     )
 
 

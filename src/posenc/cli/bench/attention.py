@@ -39,6 +39,12 @@ def configure(subparsers) -> None:
         action="store_true",
         help="cpu: skip the per-candidate memory measurement (a subprocess each)",
     )
+    parser.add_argument(
+        "--only",
+        default=None,
+        metavar="REGEX",
+        help="cpu: only the candidates whose name this regular expression finds (unbiased SDPA always runs)",
+    )
     add_device(parser, "compiled flex_attention with the biases as score_mod")
     add_json(parser)
 
@@ -47,8 +53,12 @@ def run(args: argparse.Namespace) -> int:
     """Time on the chosen device, print the tables, write ``--json``."""
     from posenc.bench import attention
 
-    if args.device == "cuda" and (args.sweep is not None or args.no_memory):
-        raise ValueError("--sweep and --no-memory apply to --device cpu (on cuda, memory is always measured)")
+    if args.device == "cuda" and (args.sweep is not None or args.no_memory or args.only is not None):
+        raise ValueError(
+            "--sweep, --no-memory and --only apply to --device cpu (on cuda, memory is always measured)"
+        )
+    if args.only is not None:
+        attention.selected(args.only)  # a bad expression is refused before anything runs
     json_path = None if args.json is None else writable_file(args.json, "--json")
     rounds = ROUNDS[args.device] if args.rounds is None else args.rounds
     if args.device == "cuda":
@@ -65,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
             compile=not args.no_compile,
             memory=not args.no_memory,
             sweep_sizes=attention.SWEEP if args.sweep is None else args.sweep,
+            only=args.only,
         )
         _print_cpu(result)
     write_json(result, json_path)
