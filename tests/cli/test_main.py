@@ -185,10 +185,30 @@ def documented_command_lines() -> list[str]:
     lines = []
     for doc in (ROOT / "README.md", ROOT / "docs" / "BENCHMARKS.md"):
         for block in re.findall(r"```(?:sh|console)\n(.*?)```", doc.read_text(), re.DOTALL):
-            lines += [
-                m.strip() for m in re.findall(r"\bposenc ([^#>;|\n]*)", block) if not m.startswith("lab")
-            ]
+            for line in block.splitlines():
+                command = _shell_command_after(line, "posenc")
+                if command is not None and not command.startswith("lab"):
+                    lines.append(command)
     return lines
+
+
+def _shell_command_after(line: str, word: str) -> str | None:
+    """The arguments after ``word`` in a shell line, up to an unquoted comment, redirection, pipe or
+    command separator (quotes kept as written); None when ``word`` is not a command there."""
+    match = re.search(rf"\b{word} ", line)
+    if match is None:
+        return None
+    quote, end = None, len(line)
+    for index in range(match.end(), len(line)):
+        char = line[index]
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "#>;|&":
+            end = index
+            break
+    return line[match.end() : end].strip()
 
 
 @pytest.mark.parametrize("line", documented_command_lines())
