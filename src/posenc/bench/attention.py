@@ -134,17 +134,7 @@ def candidates(inputs: dict, *, compile: bool = True) -> dict[str, Callable[[], 
         return lambda: _eager_flex(layer, q, k, v, positions)
 
     def materialised(name: str) -> Callable[[], torch.Tensor]:
-        # What libraries do: the [h, s, s] bias plus a causal −inf mask as a float attn_mask. Built
-        # here, not through MultiHeadAttention, whose sdpa backend takes the strided path instead.
-        encoding = inputs[name]
-
-        def run() -> torch.Tensor:
-            bias = encoding.bias(positions, positions)  # [h, s, s]
-            causal = torch.ones(bias.shape[-2:], dtype=torch.bool).tril()
-            mask = bias.to(q.dtype).masked_fill(~causal, float("-inf"))
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-
-        return run
+        return lambda: materialised_bias_attention(inputs[name], q, k, v, positions)
 
     slopes = inputs["alibi"].slopes
     t5_bias = inputs["t5"].distance_bias
@@ -160,6 +150,26 @@ def candidates(inputs: dict, *, compile: bool = True) -> dict[str, Callable[[], 
         **deberta_candidates(inputs),
         **relative_candidates(inputs),
         **newer_candidates(inputs),
+    }
+
+
+def materialised_bias_attention(encoding, q, k, v, positions: torch.Tensor) -> torch.Tensor:
+    """What libraries do: the encoding's ``[h, s, s]`` bias plus a causal −inf mask as a float attn_mask
+    to SDPA. Built here, not through MultiHeadAttention, whose sdpa backend takes the strided path for
+    a bias of the distance alone."""
+    bias = encoding.bias(positions, positions)  # [h, s, s]
+    causal = torch.ones(bias.shape[-2:], dtype=torch.bool).tril()
+    mask = bias.to(q.dtype).masked_fill(~causal, float("-inf"))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def sdpa_layers(encodings: dict, heads: int, d_head: int) -> dict:
+    """One ``MultiHeadAttention(backend="sdpa")`` per encoding, whose ``attend`` the rows call."""
+    from posenc.attention import MultiHeadAttention
+
+    return {
+        name: MultiHeadAttention(heads * d_head, heads, encoding=encoding, backend="sdpa")
+        for name, encoding in encodings.items()
     }
 
 
@@ -407,15 +417,10 @@ def relative_encodings(heads: int, d_head: int) -> dict:
 
 def relative_candidates(inputs: dict) -> dict[str, Callable[[], torch.Tensor]]:
     """The Shaw and Transformer-XL rows: posenc's terms through attention, and the naive gathers."""
-    from posenc.attention import MultiHeadAttention
-
     q, k, v, positions = inputs["q"], inputs["k"], inputs["v"], inputs["positions"]
     heads, d_head = q.shape[1], q.shape[3]
     encodings = relative_encodings(heads, d_head)
-    layers = {
-        name: MultiHeadAttention(heads * d_head, heads, encoding=encoding, backend="sdpa")
-        for name, encoding in encodings.items()
-    }
+    layers = sdpa_layers(encodings, heads, d_head)
     return {
         SHAW: lambda: layers["shaw"].attend(q, k, v, positions, positions),
         SHAW_VALUES: lambda: layers["shaw_values"].attend(q, k, v, positions, positions),
@@ -579,28 +584,16 @@ def newer_encodings(heads: int, d_head: int) -> dict:
 
 def newer_candidates(inputs: dict) -> dict[str, Callable[[], torch.Tensor]]:
     """The newer biases' and CoPE's rows."""
-    from posenc.attention import MultiHeadAttention
-
     q, k, v, positions = inputs["q"], inputs["k"], inputs["v"], inputs["positions"]
     heads, d_head = q.shape[1], q.shape[3]
     encodings = newer_encodings(heads, d_head)
-    layers = {
-        name: MultiHeadAttention(heads * d_head, heads, encoding=encoding, backend="sdpa")
-        for name, encoding in encodings.items()
-    }
+    layers = sdpa_layers(encodings, heads, d_head)
 
     def attend(name: str) -> Callable[[], torch.Tensor]:
         return lambda: layers[name].attend(q, k, v, positions, positions)
 
     def materialised(name: str) -> Callable[[], torch.Tensor]:
-        def run() -> torch.Tensor:
-            bias = encodings[name].bias(positions, positions)  # [h, s, s]
-            causal = torch.ones(bias.shape[-2:], dtype=torch.bool).tril()
-            return F.scaled_dot_product_attention(
-                q, k, v, attn_mask=bias.to(q.dtype).masked_fill(~causal, float("-inf"))
-            )
-
-        return run
+        return lambda: materialised_bias_attention(encodings[name], q, k, v, positions)
 
     return {
         FIRE: attend("fire"),
@@ -613,19 +606,11 @@ def newer_candidates(inputs: dict) -> dict[str, Callable[[], torch.Tensor]]:
     }
 
 
-def _cope_counts(q: torch.Tensor, k: torch.Tensor, npos: int) -> torch.Tensor:
-    """CoPE's counted positions p_ij = min(Σ_{t=j}^{i} σ(q_i·k_t / √d), npos − 1) for j ≤ i; ``[b, h, i, j]``."""
-    s, d = q.shape[2], q.shape[3]
-    causal = torch.ones(s, s, dtype=torch.bool, device=q.device).tril()
-    gates = torch.sigmoid(q @ k.transpose(-1, -2) / math.sqrt(d)).masked_fill(~causal, 0)  # [b, h, i, j]
-    return gates.flip(-1).cumsum(-1).flip(-1).clamp(max=npos - 1)  # Σ over t = j … i
-
-
 def naive_cope(encoding, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """CoPE's causal attention with e[p_ij] interpolated for every pair ``[b, h, i, j, d]`` and multiplied
     by q_i (Golovneva et al. 2024, eq. 3–5, the embedding before the dot product)."""
     table = encoding.table.to(q.dtype)  # [npos, d]
-    counts = _cope_counts(q, k, table.shape[0])  # [b, h, i, j]
+    counts = encoding.counted_positions(q, k)  # [b, h, i, j]
     floor = counts.floor()
     upper = (floor + 1).clamp(max=table.shape[0] - 1).long()
     weight = (counts - floor).unsqueeze(-1)  # [b, h, i, j, 1]
@@ -649,7 +634,7 @@ def newer_reference(inputs: dict, bias: str) -> torch.Tensor:
             table = encoding.table.double()  # [npos, d]
             for head in range(heads):
                 q_h, k_h = q[:, head : head + 1], k[:, head : head + 1]  # [b, 1, s, d]
-                counts = _cope_counts(q_h, k_h, table.shape[0])[:, 0]  # [b, i, j]
+                counts = encoding.counted_positions(q_h, k_h)[:, 0]  # [b, i, j], float64
                 floor = counts.floor()
                 weight = counts - floor
                 upper = (floor + 1).clamp(max=table.shape[0] - 1).long()
