@@ -9,7 +9,6 @@ without is trained from scratch at L.
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 
 from matplotlib.figure import Figure
@@ -166,7 +165,7 @@ def extension_blocks(preset: str, rows: list[dict]) -> list[Block]:
 
 def extension_curves(rows: list[dict], mode: str, bins: int = 48) -> tuple[dict, int, int]:
     """({label: (positions, mean, low, high)}, L, target) at the longest target, for ``mode``."""
-    from posenc.lab.report import _log_bins, interval
+    from posenc.lab.report import binned_curve
 
     extended, scratch, length = _groups(rows)
     if not extended:
@@ -178,21 +177,14 @@ def extension_curves(rows: list[dict], mode: str, bins: int = 48) -> tuple[dict,
         runs_by_label |= {f"{e} (from scratch)": runs for e, runs in scratch.items() if e != base}
     curves = {}
     for label, runs in runs_by_label.items():
+        key = str(target)
         per_seed = [
-            row["metrics"]["eval"][str(target)]["curve"]
+            row["metrics"]["eval"][key]["curve"]
             for row in runs
-            if row["metrics"]["eval"].get(str(target), {}).get("status") == "ok"
+            if row["metrics"]["eval"].get(key, {}).get("status") == "ok"
         ]
-        if not per_seed:
-            continue
-        positions, mean, low, high = [], [], [], []
-        for start, stop in _log_bins(target, bins):
-            stats = interval([statistics.fmean(curve[start:stop]) for curve in per_seed])
-            positions.append((start + stop - 1) / 2)
-            mean.append(stats[0])
-            low.append(stats[1])
-            high.append(stats[2])
-        curves[label] = (positions, mean, low, high)
+        if per_seed:
+            curves[label] = binned_curve(per_seed, target, bins)
     return curves, length, target
 
 

@@ -664,16 +664,20 @@ def _curves(rows: list[dict], bins: int) -> tuple[dict, int]:
             continue
         key = str(lengths[0])
         per_seed = [row["metrics"]["eval"][key]["curve"] for row in runs if key in row["metrics"]["eval"]]
-        positions, mean, low, high = [], [], [], []
-        for start, stop in _log_bins(lengths[0], bins):
-            values = [statistics.fmean(curve[start:stop]) for curve in per_seed]
-            stats = interval(values)
-            positions.append((start + stop - 1) / 2)
-            mean.append(stats[0])
-            low.append(stats[1])
-            high.append(stats[2])
-        curves[name] = (positions, mean, low, high)
+        curves[name] = binned_curve(per_seed, lengths[0], bins)
     return curves, length_l
+
+
+def binned_curve(per_seed: list[list[float]], length: int, bins: int) -> tuple[list, list, list, list]:
+    """Per-position curves of several seeds as (positions, mean, low, high) over :func:`_log_bins`."""
+    positions, mean, low, high = [], [], [], []
+    for start, stop in _log_bins(length, bins):
+        stats = interval([statistics.fmean(curve[start:stop]) for curve in per_seed])
+        positions.append((start + stop - 1) / 2)
+        mean.append(stats[0])
+        low.append(stats[1])
+        high.append(stats[2])
+    return positions, mean, low, high
 
 
 def bits_per_position_figure(
