@@ -28,10 +28,12 @@ test-timm:
 report: setup
 	$(BIN)/posenc report --out report
 
-# The length-generalisation lab's cpu preset (one process per core), then the report with its table.
-# docs/LAB.md records a run of its earlier 72-run form (27 minutes on 2 cores); today's 273 runs are untimed.
+# The length-generalisation lab's cpu preset (one process per core), the sinusoidal lm rows again with
+# token embeddings scaled by √d_model (Vaswani et al.), then the report with its tables.
 lab: setup
 	$(BIN)/torchrun --standalone --nproc_per_node=2 -m posenc.lab run --preset cpu --parallel spread
+	$(BIN)/torchrun --standalone --nproc_per_node=2 -m posenc.lab run --preset cpu --parallel spread \
+		--task lm --encodings sinusoidal --embedding-scale sqrt
 	$(BIN)/posenc report --out report
 
 # The context-extension study (RoPE trained at L, every scaling at 2L, 4L, 8L; docs/LAB.md records a run).

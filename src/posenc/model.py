@@ -12,7 +12,7 @@ import copy
 import torch
 from torch import nn
 
-from posenc._validation import check_bool, check_on_device, check_positive_int
+from posenc._validation import check_bool, check_on_device, check_positive_float, check_positive_int
 from posenc.attention import KVCache, MultiHeadAttention, continued_positions
 from posenc.encodings import PositionalEncoding, build, encoding_class
 from posenc.functional.randomized import randomized_positions
@@ -83,6 +83,8 @@ class TransformerLM(nn.Module):
             a call without positions puts each sequence at a sorted sample of distinct positions from
             0 … random_positions − 1 (:func:`posenc.functional.randomized_positions`); in eval mode, and
             with a KV cache, positions are 0 … s − 1 (or those given) as without it. None: off.
+        embedding_scale: token embeddings are multiplied by it before the encoding acts (Vaswani et al.,
+            2017, scale them by √d_model so that they are not drowned by an added sinusoid); 1: unscaled.
     """
 
     def __init__(
@@ -101,9 +103,11 @@ class TransformerLM(nn.Module):
         backend: str = "sdpa",
         causal: bool = True,
         random_positions: int | None = None,
+        embedding_scale: float = 1.0,
     ) -> None:
         super().__init__()
         self.vocab_size = check_positive_int("vocab_size", vocab_size)
+        self.embedding_scale = check_positive_float("embedding_scale", embedding_scale)
         self.d_model = check_positive_int("d_model", d_model)
         check_positive_int("n_layers", n_layers)
         if d_model % check_positive_int("n_heads", n_heads):
@@ -179,7 +183,7 @@ class TransformerLM(nn.Module):
         if tokens.dim() != 2:
             raise ValueError(f"tokens must have shape [b, s], got {tuple(tokens.shape)}")
         check_token_ids(tokens, self.vocab_size)
-        x = self.token_embedding(tokens)  # [b, s, d − added]
+        x = self.token_embedding(tokens) * self.embedding_scale  # [b, s, d − added]
         cache = caches[0] if caches else None
         if positions is None and cache is None and self.training and self.random_positions is not None:
             positions = randomized_positions(

@@ -7,6 +7,7 @@ chosen one; ``python -m posenc.lab`` (and ``torchrun … -m posenc.lab``) uses b
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import sys
@@ -84,7 +85,9 @@ def _configure_run(commands) -> None:
         "--task", "--tasks", dest="tasks", default=None, help="comma-separated tasks (default all)"
     )
     run.add_argument(
-        "--encodings", default=None, help="comma-separated encodings (default every registered one)"
+        "--encodings",
+        default=None,
+        help="comma-separated encodings (default the preset's for each task: every registered one unless the preset names them)",
     )
     run.add_argument(
         "--seeds", type=_seeds, default=None, help="comma-separated seeds (default the preset's)"
@@ -121,6 +124,13 @@ def _configure_run(commands) -> None:
         metavar="R",
         help="randomized positions (Ruoss et al., 2023): train each sequence at sorted positions drawn from 0 … R − 1",
     )
+    run.add_argument(
+        "--embedding-scale",
+        type=_embedding_scale,
+        default=None,
+        metavar="S",
+        help="multiply token embeddings by S (a positive number, or 'sqrt' for √d_model as in Vaswani et al.)",
+    )
     run.add_argument("--parallel", choices=MODES, default="spread", help="under torchrun: spread runs or ddp")
     run.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
     run.add_argument(
@@ -146,6 +156,19 @@ def _configure_report(commands) -> None:
     report.add_argument(
         "--preset", default=None, help="only this preset's runs (default every preset recorded)"
     )
+
+
+def _embedding_scale(text: str) -> float | str:
+    """'sqrt' (√d_model of each task's model) or a positive finite number."""
+    if text == "sqrt":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive number or 'sqrt', got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number or 'sqrt', got {text!r}")
+    return value
 
 
 def _threads(requested: int | None) -> int:
@@ -176,6 +199,7 @@ def _run(args: argparse.Namespace) -> int:
         sliding_stride=args.sliding_stride,
         checkpoint_every=args.checkpoint_every,
         random_positions=args.random_positions,
+        embedding_scale=args.embedding_scale,
     )
     if args.workdir is not None:  # before the database is made: a refused run leaves no database behind
         writable_folder(args.workdir, "--workdir")
@@ -241,9 +265,10 @@ def _presets(args: argparse.Namespace) -> int:
         for task, setup in preset.tasks.items():
             model, train = setup.model, setup.train
             print(
-                f"  {task}: L={setup.train_length}, eval ×{list(setup.eval_multipliers)}, "
+                f"  {task}: L={setup.train_length}, eval at {list(setup.eval_lengths(setup.train_length))}, "
                 f"d_model={model.d_model}, layers={model.n_layers}, heads={model.n_heads}, "
                 f"steps={train.steps}, batch={train.batch_size}, lr={train.lr}"
+                + (f"; encodings {', '.join(setup.encodings)}" if setup.encodings else "")
             )
     return 0
 

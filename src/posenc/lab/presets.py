@@ -12,12 +12,13 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, replace
 
+from posenc._validation import check_positive_float
 from posenc.encodings import available, encoding_class
 from posenc.lab import algorithmic
 from posenc.lab.tasks import TASKS, check_task
 
 #: Version of the run config's layout; part of every hash, so a change never reuses old results.
-CONFIG_VERSION = 4
+CONFIG_VERSION = 5
 #: Largest seed a run accepts: seeds feed torch's generators (which wrap negative seeds onto large
 #: ones) and are stored as sqlite integers, so they are kept to 0 … 2³² − 1.
 MAX_SEED = 2**32 - 1
@@ -31,6 +32,7 @@ class ModelConfig:
     n_layers: int = 2  # transformer blocks
     n_heads: int = 4  # attention heads (d_head = d_model / n_heads)
     d_ff: int | None = None  # MLP width; None means 4·d_model
+    embedding_scale: float = 1.0  # token embeddings × this before the encoding (√d_model: Vaswani et al.)
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,13 @@ class TaskSetup:
     model: ModelConfig  # the model shape
     train: TrainConfig  # the training budget
     train_length: int  # L: bytes per window (lm) or symbols per operand, trained on 1 … L (algorithmic)
-    eval_multipliers: tuple[int, ...] = (1, 2, 4, 8)  # evaluation lengths as multiples of L
+    eval_multipliers: tuple[float, ...] = (1, 2, 4, 8)  # evaluation lengths as multiples of L (rounded)
     eval_size: int = 65536  # validation bytes (lm, the same bytes at every length) or examples per length
+    encodings: tuple[str, ...] | None = None  # the encodings trained by default; None: every registered one
+
+    def eval_lengths(self, length: int) -> tuple[int, ...]:
+        """The evaluation lengths for a training length L: each multiplier × L, rounded."""
+        return tuple(sorted({round(m * length) for m in self.eval_multipliers}))
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,17 @@ class Preset:
     seeds: tuple[int, ...]  # seeds run for every (task, encoding)
     tasks: dict[str, TaskSetup] = field(default_factory=dict)  # task name -> setup
     extension: ExtensionStudy | None = None  # a context-extension study instead of the task sweep
+    default_tasks: tuple[str, ...] | None = None  # the tasks a sweep runs unless told; None: all of ``tasks``
+
+    @property
+    def sweep_tasks(self) -> tuple[str, ...]:
+        """The tasks a sweep of this preset runs when no task is named."""
+        return tuple(self.tasks) if self.default_tasks is None else self.default_tasks
+
+
+#: The five encodings Kazemnejad et al. (2023) compare on their algorithmic tasks; the cpu preset trains
+#: these (its budget holds no more at a size where the tasks are learned), the gpu preset every one.
+KAZEMNEJAD_ENCODINGS = ("nope", "t5", "alibi", "rope", "sinusoidal")
 
 
 def _algorithmic(model: ModelConfig, train: TrainConfig, length: int, examples: int) -> TaskSetup:
@@ -91,6 +109,18 @@ def _preset(name: str, description: str, seeds: tuple[int, ...], lm: TaskSetup, 
     return Preset(
         name, description, seeds, {"lm": lm, **{task: algo for task in algorithmic.ALGORITHMIC_TASKS}}
     )
+
+
+#: The cpu preset's algorithmic setup: Kazemnejad et al.'s protocol at CPU scale (train on 1 … 20
+#: symbols, test up to 40), a model and budget at which copy, reverse and sort are learned at L.
+_CPU_ALGORITHMIC = TaskSetup(
+    ModelConfig(64, 4, 4),
+    TrainConfig(1800, 16, 1e-3, 100, checkpoint_every=500),
+    20,
+    eval_multipliers=(1, 1.25, 1.5, 2),
+    eval_size=512,
+    encodings=KAZEMNEJAD_ENCODINGS,
+)
 
 
 PRESETS: dict[str, Preset] = {
@@ -108,21 +138,27 @@ PRESETS: dict[str, Preset] = {
             ModelConfig(32, 1, 2), TrainConfig(12, 16, 3e-3, 2, checkpoint_every=5, log_every=4), 3, 32
         ),
     ),
-    "cpu": _preset(
+    "cpu": Preset(
         "cpu",
-        "the full table, every task and encoding, 3 seeds, on CPU (not yet timed at its current size)",
+        "Kazemnejad et al.'s five encodings on lm (L=64) and on copy, reverse and sort (trained on 1 … 20 "
+        "symbols, tested to 40), 3 seeds, on CPU; its addition, summation and parity run only when named "
+        "(--task)",
         (0, 1, 2),
-        TaskSetup(
-            ModelConfig(64, 2, 4),
-            TrainConfig(2000, 32, 2e-3, 100, checkpoint_every=250),
-            64,
-            eval_size=65536,
-        ),
-        _algorithmic(ModelConfig(64, 2, 4), TrainConfig(1500, 64, 3e-3, 100, checkpoint_every=250), 6, 512),
+        {
+            "lm": TaskSetup(
+                ModelConfig(64, 2, 4),
+                TrainConfig(1000, 32, 2e-3, 100, checkpoint_every=250),
+                64,
+                eval_size=65536,
+                encodings=KAZEMNEJAD_ENCODINGS,
+            ),
+            **{task: _CPU_ALGORITHMIC for task in algorithmic.ALGORITHMIC_TASKS},
+        },
+        default_tasks=("lm", "copy", "reverse", "sort"),
     ),
     "gpu": _preset(
         "gpu",
-        "a larger model and longer training on one GPU, 5 seeds",
+        "every encoding on every task: a larger model and longer training on one GPU, 5 seeds",
         (0, 1, 2, 3, 4),
         TaskSetup(
             ModelConfig(384, 6, 6),
@@ -130,11 +166,12 @@ PRESETS: dict[str, Preset] = {
             256,
             eval_size=1 << 20,
         ),
-        _algorithmic(
+        TaskSetup(
             ModelConfig(256, 4, 8),
             TrainConfig(20000, 128, 1e-3, 1000, checkpoint_every=1000, log_every=200),
-            16,
-            2048,
+            20,
+            eval_multipliers=(1, 1.25, 1.5, 1.75, 2),
+            eval_size=2048,
         ),
     ),
     "extension": Preset(
@@ -161,6 +198,15 @@ def check_preset(name: str) -> Preset:
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; valid presets: {', '.join(PRESETS)}")
     return PRESETS[name]
+
+
+def task_setup(preset: Preset, task: str) -> TaskSetup:
+    """How ``preset`` runs ``task``; a ValueError naming the preset's tasks if it has none for it."""
+    if check_task(task) not in preset.tasks:
+        raise ValueError(
+            f"the {preset.name} preset does not run task {task!r}; its tasks: {', '.join(preset.tasks)}"
+        )
+    return preset.tasks[task]
 
 
 def not_applicable(task: str) -> dict[str, str]:
@@ -250,6 +296,15 @@ def backends(encoding: str) -> tuple[str, str]:
     return "sdpa", "sdpa"
 
 
+def _embedding_scale(scale: float | str, d_model: int) -> float:
+    """√d_model for ``"sqrt"``, else ``scale`` if it is a positive finite number; an error naming it otherwise."""
+    if scale == "sqrt":
+        return math.sqrt(d_model)
+    if isinstance(scale, str):
+        raise ValueError(f"embedding_scale must be a positive number or 'sqrt', got {scale!r}")
+    return check_positive_float("embedding_scale", scale)
+
+
 def check_at_least_one(name: str, value: int) -> int:
     """``value`` if it is an integer ≥ 1; a TypeError or a ValueError naming ``name`` otherwise.
 
@@ -305,19 +360,22 @@ def run_config(
     sliding_stride: int | None = None,
     checkpoint_every: int | None = None,
     random_positions: int | None = None,
+    embedding_scale: float | str | None = None,
 ) -> RunConfig:
-    """The config of one run of ``preset``, with optional overrides of the budget and lengths, and
-    randomized positions (training sequences placed in 0 … random_positions − 1).
+    """The config of one run of ``preset``, with optional overrides of the budget and lengths,
+    randomized positions (training sequences placed in 0 … random_positions − 1) and the token
+    embeddings' scale (a number, or ``"sqrt"`` for √d_model).
 
     Raises:
-        ValueError: ``steps``, ``train_length``, ``checkpoint_every`` or ``random_positions`` below 1,
+        ValueError: ``steps``, ``train_length``, ``checkpoint_every`` or ``random_positions`` below 1, an
+            embedding scale that is not positive and finite (nor ``"sqrt"``),
             a randomized range shorter than the longest evaluated sequence, a seed outside
             0 … MAX_SEED, an evaluation length below the training length, a sliding stride outside
             1 … L.
     """
     from posenc.lab.tasks import make_task_shape
 
-    setup = preset.tasks[check_task(task)]
+    setup = task_setup(preset, task)
     check_seeds([seed])
     for name, value in (
         ("steps", steps),
@@ -327,7 +385,7 @@ def run_config(
         if value is not None:
             check_at_least_one(name, value)
     length = setup.train_length if train_length is None else train_length
-    lengths = tuple(m * length for m in setup.eval_multipliers) if eval_lengths is None else eval_lengths
+    lengths = setup.eval_lengths(length) if eval_lengths is None else eval_lengths
     lengths = check_eval_lengths(length, lengths)
     train = setup.train
     if steps is not None:
@@ -342,6 +400,9 @@ def run_config(
         raise ValueError(
             f"sliding_stride must be between 1 and the training length {length}, got {sliding_stride}"
         )
+    model = setup.model
+    if embedding_scale is not None:
+        model = replace(model, embedding_scale=_embedding_scale(embedding_scale, model.d_model))
     training, evaluation = backends(encoding)
     sequence = make_task_shape(task, length)
     if random_positions is not None:
@@ -357,7 +418,7 @@ def run_config(
         task=task,
         encoding=encoding,
         seed=seed,
-        model=setup.model,
+        model=model,
         train=train,
         train_length=length,
         eval_lengths=lengths,
@@ -375,6 +436,7 @@ __all__ = [
     "MAX_SEED",
     "PRESETS",
     "TASKS",
+    "KAZEMNEJAD_ENCODINGS",
     "ExtensionStudy",
     "ModelConfig",
     "Preset",
@@ -389,4 +451,5 @@ __all__ = [
     "lab_encodings",
     "not_applicable",
     "run_config",
+    "task_setup",
 ]

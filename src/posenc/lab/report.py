@@ -182,7 +182,7 @@ def _preset_values(row: dict) -> dict[str, object]:
     return {
         "steps": setup.train.steps,
         "train_length": setup.train_length,
-        "eval_lengths": sorted({m * length for m in setup.eval_multipliers}),
+        "eval_lengths": list(setup.eval_lengths(length)),
         "sliding_stride": None,
         "checkpoint_every": setup.train.checkpoint_every,
     }

@@ -30,6 +30,7 @@ from posenc.lab.presets import (
     check_seeds,
     not_applicable,
     run_config,
+    task_setup,
 )
 from posenc.lab.progress import SweepProgress
 from posenc.lab.properties import count_fixed, count_parameters, parameters_at, relative_position
@@ -68,6 +69,7 @@ def plan(
     sliding_stride: int | None = None,
     checkpoint_every: int | None = None,
     random_positions: int | None = None,
+    embedding_scale: float | str | None = None,
 ) -> Plan:
     """The sweep's run configs; every bad name, number or length raises a ValueError here, before training."""
     chosen = check_preset(preset)
@@ -75,15 +77,17 @@ def plan(
         return _extension_plan(
             chosen, tasks, encodings, seeds, steps, train_length, eval_lengths, checkpoint_every
         )
-    task_names = [check_task(t) for t in _names(tasks, list(chosen.tasks))]
-    encoding_names = check_encodings(_names(encodings, posenc.available()))
+    task_names = [check_task(t) for t in _names(tasks, list(chosen.sweep_tasks))]
+    for task in task_names:
+        task_setup(chosen, task)
+    chosen_encodings = None if encodings is None else check_encodings(_names(encodings, []))
     seeds = check_seeds(list(chosen.seeds if seeds is None else seeds))
     corpus = make_task("lm").fingerprint() if "lm" in task_names else None
     runs = []
     skipped = {}
     for task in task_names:
         reasons = not_applicable(task)
-        for encoding in encoding_names:
+        for encoding in chosen_encodings or chosen.tasks[task].encodings or posenc.available():
             if encoding in reasons:
                 skipped[task, encoding] = reasons[encoding]
                 continue
@@ -101,6 +105,7 @@ def plan(
                         sliding_stride=sliding_stride,
                         checkpoint_every=checkpoint_every,
                         random_positions=random_positions,
+                        embedding_scale=embedding_scale,
                     )
                 )
     for config in runs:

@@ -65,6 +65,7 @@ def build_model(config: RunConfig, task: LanguageModelling | AlgorithmicTask) ->
         backend=config.train_backend,
         causal=True,
         random_positions=config.random_positions,
+        embedding_scale=model.embedding_scale,
     )
     encoding_modules = set(lm.encoding.modules())
     for module in lm.modules():
