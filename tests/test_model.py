@@ -24,6 +24,36 @@ def test_token_ids_outside_the_vocabulary_are_named(tokens, value):
         model(torch.tensor(tokens))
 
 
+def _first_block_input(model: TransformerLM, tokens: torch.Tensor) -> torch.Tensor:
+    seen = []
+    handle = model.blocks[0].register_forward_pre_hook(lambda module, args: seen.append(args[0]))
+    model(tokens)
+    handle.remove()
+    return seen[0]  # [b, s, d]
+
+
+@pytest.mark.parametrize("encoding", ["sinusoidal", "learned", "rope"])
+def test_the_embedding_scale_multiplies_the_tokens_and_not_the_added_positions(encoding):
+    # Vaswani et al. scale token embeddings by √d_model before adding the sinusoid; the positions keep
+    # their own size, so the difference of two scales is the token embedding times their difference
+    torch.manual_seed(0)
+    plain = TransformerLM(32, d_model=16, n_heads=2, encoding=encoding).double()
+    scaled = TransformerLM(32, d_model=16, n_heads=2, encoding=encoding, embedding_scale=4.0).double()
+    scaled.load_state_dict(plain.state_dict())
+    tokens = torch.randint(0, 32, (2, 9))
+    tokens_alone = plain.token_embedding.weight[tokens]  # [b, s, d]
+    difference = _first_block_input(scaled, tokens) - _first_block_input(plain, tokens)
+    torch.testing.assert_close(difference, 3.0 * tokens_alone, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("scale", [0, -1.0, float("nan"), float("inf")])
+def test_a_bad_embedding_scale_is_named(scale):
+    with pytest.raises(ValueError, match=f"embedding_scale must be positive and finite, got {scale}"):
+        TransformerLM(16, d_model=16, n_heads=2, embedding_scale=scale)
+    with pytest.raises(TypeError, match="embedding_scale must be a real number"):
+        TransformerLM(16, d_model=16, n_heads=2, embedding_scale="sqrt")
+
+
 def test_float_token_ids_are_refused():
     with pytest.raises(TypeError, match="tokens must be integer ids, got dtype torch.float32"):
         TransformerLM(16, d_model=16, n_heads=2)(torch.zeros(1, 3))

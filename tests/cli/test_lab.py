@@ -123,3 +123,11 @@ def test_run_workdir_that_cannot_be_a_folder_is_refused_before_the_database_is_m
         "posenc lab run: error:", "--workdir", str(workdir)
     )
     assert not db.exists()
+
+
+@pytest.mark.parametrize("scale", ["0", "-2", "nan", "cube"])
+def test_a_bad_embedding_scale_is_one_line_naming_it(cli, scale, tmp_path):
+    db = tmp_path / "r.sqlite"
+    run = cli("lab", "run", "--preset", "smoke", "--embedding-scale", scale, "--db", str(db))
+    run.assert_refused("--embedding-scale", "must be a positive number or 'sqrt'", f"'{scale}'")
+    assert not db.exists()

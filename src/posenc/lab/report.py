@@ -132,6 +132,8 @@ OVERRIDES = (
     ("eval_lengths", "eval_lengths"),
     ("sliding_stride", "sliding_stride"),
     ("checkpoint_every", "train.checkpoint_every"),
+    ("random_positions", "random_positions"),
+    ("embedding_scale", "model.embedding_scale"),
 )
 _ABSENT = "absent"
 
@@ -169,6 +171,8 @@ def _planned(row: dict) -> dict | None:
             eval_lengths=tuple(config["eval_lengths"]),
             sliding_stride=config["sliding_stride"],
             checkpoint_every=config["train"]["checkpoint_every"],
+            random_positions=config.get("random_positions"),
+            embedding_scale=config["model"].get("embedding_scale"),
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -185,6 +189,8 @@ def _preset_values(row: dict) -> dict[str, object]:
         "eval_lengths": list(setup.eval_lengths(length)),
         "sliding_stride": None,
         "checkpoint_every": setup.train.checkpoint_every,
+        "random_positions": None,
+        "embedding_scale": setup.model.embedding_scale,
     }
 
 

@@ -1,0 +1,95 @@
+"""What a preset runs by default: its tasks, each task's encodings and evaluation lengths; and the
+token-embedding scale a run can ask for."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+import posenc
+from posenc.lab import presets
+from posenc.lab.presets import KAZEMNEJAD_ENCODINGS, PRESETS, not_applicable, run_config
+from posenc.lab.records import Records
+from posenc.lab.report import comparison_markdown
+from posenc.lab.sweep import plan
+from tests.lab.helpers import FAKE_CORPUS, record_run
+
+
+def test_fractional_multipliers_give_rounded_lengths_in_order():
+    setup = replace(PRESETS["cpu"].tasks["copy"], eval_multipliers=(2, 1, 1.25, 1.5, 1.5))
+    assert setup.eval_lengths(20) == (20, 25, 30, 40)
+    assert setup.eval_lengths(6) == (6, 8, 9, 12)  # 7.5 rounds to the even 8
+
+
+def test_the_cpu_preset_trains_its_named_encodings_on_its_default_tasks():
+    cpu = PRESETS["cpu"]
+    runs = plan("cpu").runs
+    assert {run.task for run in runs} == set(cpu.sweep_tasks) == {"lm", "copy", "reverse", "sort"}
+    assert {run.encoding for run in runs} == set(KAZEMNEJAD_ENCODINGS)
+    assert len(runs) == len(cpu.sweep_tasks) * len(KAZEMNEJAD_ENCODINGS) * len(cpu.seeds)
+    copy = next(run for run in runs if run.task == "copy")
+    assert (copy.train_length, copy.eval_lengths) == (20, (20, 25, 30, 40))
+
+
+def test_tasks_and_encodings_named_on_the_command_line_replace_the_presets():
+    runs = plan("cpu", tasks="addition", encodings="fire,kerple", seeds=[0]).runs
+    assert [(run.task, run.encoding) for run in runs] == [("addition", "fire"), ("addition", "kerple")]
+
+
+def test_a_preset_without_a_task_refuses_it_naming_its_tasks(monkeypatch):
+    only_lm = replace(
+        PRESETS["cpu"], name="only-lm", tasks={"lm": PRESETS["cpu"].tasks["lm"]}, default_tasks=None
+    )
+    monkeypatch.setitem(presets.PRESETS, "only-lm", only_lm)
+    with pytest.raises(ValueError, match="the only-lm preset does not run task 'copy'; its tasks: lm"):
+        plan("only-lm", tasks="copy")
+
+
+@pytest.mark.parametrize("name", [name for name in PRESETS if PRESETS[name].extension is None])
+def test_every_encoding_a_preset_names_is_registered_and_trained_on_the_task(name):
+    preset = PRESETS[name]
+    assert set(preset.sweep_tasks) <= set(preset.tasks)
+    for task, setup in preset.tasks.items():
+        for encoding in setup.encodings or ():
+            assert encoding in posenc.available()
+            assert encoding not in not_applicable(task), (task, encoding)
+
+
+def test_the_gpu_preset_trains_every_encoding_on_every_task():
+    gpu = PRESETS["gpu"]
+    assert set(gpu.sweep_tasks) == set(presets.TASKS)
+    assert all(setup.encodings is None for setup in gpu.tasks.values())
+
+
+def test_sqrt_scales_token_embeddings_by_the_square_root_of_the_models_width():
+    config = run_config(PRESETS["cpu"], "copy", "sinusoidal", 0, embedding_scale="sqrt")
+    assert config.model.embedding_scale == math.sqrt(config.model.d_model) == 8.0
+    assert (
+        run_config(PRESETS["cpu"], "copy", "sinusoidal", 0, embedding_scale=2.5).model.embedding_scale == 2.5
+    )
+    plain = run_config(PRESETS["cpu"], "copy", "sinusoidal", 0)
+    assert plain.model.embedding_scale == 1.0 and plain.config_hash != config.config_hash
+
+
+@pytest.mark.parametrize("scale", [0, -1.0, math.nan, math.inf, "cube"])
+def test_a_bad_embedding_scale_is_refused_naming_it(scale):
+    with pytest.raises((TypeError, ValueError), match="embedding_scale"):
+        run_config(PRESETS["cpu"], "copy", "sinusoidal", 0, embedding_scale=scale)
+
+
+def test_scaled_runs_are_a_configuration_of_their_own_named_by_the_scale(tmp_path):
+    path = tmp_path / "r.sqlite"
+    smoke = PRESETS["smoke"]
+    with Records(path) as records:
+        for seed, scale in ((0, None), (0, "sqrt"), (1, "sqrt")):
+            config = run_config(
+                smoke, "lm", "sinusoidal", seed, corpus_sha256=FAKE_CORPUS["sha256"], embedding_scale=scale
+            )
+            record_run(records, "smoke", config, dict.fromkeys(config.eval_lengths, 2.0))
+    markdown = comparison_markdown(path)
+    width = smoke.tasks["lm"].model.d_model
+    assert f"#### Configuration: embedding_scale={math.sqrt(width)}" in markdown
+    assert "#### Configuration: preset defaults" in markdown
+    assert "model.embedding_scale" not in markdown  # named once, as the option that set it
