@@ -7,7 +7,7 @@ comma := ,
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
-.PHONY: setup test test-timm report lab lab-extension lint clean
+.PHONY: setup test test-timm report lab lab-extension lab-grid lint clean
 
 setup: $(STAMP)
 
@@ -39,6 +39,11 @@ lab: setup
 # The context-extension study (RoPE trained at L, every scaling at 2L, 4L, 8L; docs/LAB.md records a run).
 lab-extension: setup
 	$(BIN)/torchrun --standalone --nproc_per_node=2 -m posenc.lab run --preset extension --parallel spread
+	$(BIN)/posenc report --out report
+
+# The grid study (resolution generalisation of the encodings of image patches; docs/LAB.md records a run).
+lab-grid: setup
+	$(BIN)/torchrun --standalone --nproc_per_node=2 -m posenc.lab run --preset grid --parallel spread
 	$(BIN)/posenc report --out report
 
 lint: setup

@@ -109,6 +109,8 @@ class PositionalEncoding(nn.Module):
             it for a small model (d_model 64, 8 heads, 256 positions) through ``model_arguments``.
         seed_row: the encoding's row of seed 004's table, or None.
         lab_not_applicable: why the lab's 1-D tasks do not apply (None: they all do).
+        grid_not_applicable: why the lab's grid task (2-D image patches) does not apply (None: it does;
+            an encoding of one axis reads the patches' raster index).
         figures: figure kind -> caption (None: the gallery's caption) of the figures drawn of it; None
             draws the defaults of its kind.
     """
@@ -123,6 +125,7 @@ class PositionalEncoding(nn.Module):
     specimen_kwargs: ClassVar[dict | None] = None
     seed_row: ClassVar[SeedRow | None] = None
     lab_not_applicable: ClassVar[str | None] = None
+    grid_not_applicable: ClassVar[str | None] = None
     figures: ClassVar[Mapping[str, str | None] | None] = None
     #: Buffers derived from hyper-parameters and kept in float64: a dtype conversion of the module
     #: (``.to(torch.bfloat16)``) empties them instead of rounding them; they are rebuilt on demand.
@@ -188,10 +191,17 @@ class PositionalEncoding(nn.Module):
         return cls.model_arguments(**SPECIMEN_MODEL)
 
     @classmethod
-    def lab_skip_reason(cls, task: str) -> str | None:
-        """Why the lab does not train this encoding on ``task`` (a 1-D task: lm, copy, …), or None when
-        it does. Default: ``lab_not_applicable`` for every task."""
-        return cls.lab_not_applicable
+    def lab_skip_reason(cls, task: str, axes: int = 1) -> str | None:
+        """Why the lab does not train this encoding on ``task``, whose positions have ``axes`` axes (1: lm,
+        copy, …; 2: the grid of image patches), or None when it does. Default: ``lab_not_applicable``
+        for a 1-D task, ``grid_not_applicable`` for a grid."""
+        return cls.lab_not_applicable if axes == 1 else cls.grid_not_applicable
+
+    def for_grid(self, trained: tuple[int, ...], grid: tuple[int, ...]) -> PositionalEncoding:
+        """The encoding a model trained on ``trained``-sized grids of patches uses on ``grid``-sized ones
+        (a ViT used at a new resolution). Default: itself, reading the new grid's coordinates; a learned
+        table overrides this with its table resampled to the new grid."""
+        return self
 
     def count_parameters(self, max_len: int, d_model: int, n_heads: int) -> int | None:
         """The learned parameters at L = max_len, d = d_model, h = n_heads, with this instance's other

@@ -248,6 +248,10 @@ class SwinRelativeBias(BiasEncoding):
         "Swin's bias is a 2-D window table over the Wh×Ww tokens of an image window (49 positions for 7×7); "
         "it has no meaning for 1-D sequences and no value past the window"
     )
+    grid_not_applicable = (
+        "Swin's table holds the offsets of one Wh×Ww window, and it reads tokens' indices within it; a grid "
+        "larger than the window needs windowed attention, and resolution transfer is Swin v2's (swin_v2)"
+    )
     figures = {
         "table-heads": "One learned value per (dy, dx) offset between two tokens of the window, here as "
         "initialised (truncated normal, small); offset (0, 0) is the centre.",

@@ -117,5 +117,12 @@ class LearnedEncoding(AdditiveEncoding):
             resampled.weight.copy_(table)
         return resampled.to(self.weight.device)
 
+    def for_grid(self, trained: tuple[int, ...], grid: tuple[int, ...]) -> LearnedEncoding:
+        """On a grid of another size, the table resampled to it (:meth:`resampled`, bicubic), as a ViT is
+        used at a new resolution; on the trained size, itself."""
+        if tuple(trained) == tuple(grid):
+            return self
+        return self.resampled(tuple(trained), tuple(grid))
+
     def extra_repr(self) -> str:
         return f"max_len={self.max_len}, {super().extra_repr()}, init={self.init!r}, std={self.std}"

@@ -58,6 +58,12 @@ class ContinuousPositionBias(PositionalEncoding):
         "function of the 2-D offset (16·sigmoid of an MLP, here untrained), defined for any offset.",
     }
 
+    @classmethod
+    def model_arguments(cls, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
+        """The heads, and as the window whose offsets map to ±8 the square grid of max_len patches the
+        model is trained on (side ⌊√max_len⌋, at least 2): Swin v2's pretrained window."""
+        return {"n_heads": n_heads, "window": max(2, math.isqrt(check_positive_int("max_len", max_len)))}
+
     def __init__(self, n_heads: int, *, window: int | tuple[int, int] = 8, hidden: int = 512) -> None:
         super().__init__()
         self.n_heads = check_positive_int("n_heads", n_heads)

@@ -9,6 +9,9 @@ byte over all positions, at positions < L and ≥ L, and per position. Sliding-w
 Algorithmic tasks score exact match by one teacher-forced forward pass: an example is right when
 every answer token and EOS is the argmax prediction, the same verdict as greedy decoding.
 
+The grid task scores, per grid side, the patches with both neighbours and whole grids, with the
+encoding the model declares for the new grid (a learned table resampled; :mod:`posenc.lab.grid`).
+
 A model with a position table (learned) is not run past its table: the length is reported as
 ``cannot run past L`` before any forward pass.
 """
@@ -21,8 +24,9 @@ import torch
 import torch.nn.functional as F
 
 from posenc.lab import algorithmic
+from posenc.lab.grid import at_side, grid_accuracy
 from posenc.lab.presets import RunConfig
-from posenc.lab.tasks import AlgorithmicTask, LanguageModelling, examples_batch, windows_batch
+from posenc.lab.tasks import AlgorithmicTask, GridTask, LanguageModelling, Task, examples_batch, windows_batch
 from posenc.model import TransformerLM
 
 #: Tokens per forward pass during evaluation.
@@ -149,8 +153,24 @@ def evaluate_algorithmic(model: TransformerLM, task: AlgorithmicTask, config: Ru
     return results
 
 
-def evaluate(model: TransformerLM, task: LanguageModelling | AlgorithmicTask, config: RunConfig) -> dict:
+def evaluate_grid(model: TransformerLM, config: RunConfig) -> dict:
+    """Per evaluation side: accuracy per scored patch and per whole grid, and the patches' loss, on test
+    grids drawn from a seed of the side alone (the same grids for every run)."""
+    results = {}
+    for side in config.eval_lengths:
+        moved = at_side(model, config.train_length, side)
+        limit = position_limit(moved)
+        if limit is not None and side * side > limit:
+            results[str(side)] = _cannot_run(limit, side * side)
+            continue
+        results[str(side)] = grid_accuracy(moved, side, config.eval_size, TEST_SEED + 7919 * side)
+    return results
+
+
+def evaluate(model: TransformerLM, task: Task, config: RunConfig) -> dict:
     """The task's metrics per evaluation length."""
     if isinstance(task, LanguageModelling):
         return evaluate_lm(model, task, config)
+    if isinstance(task, GridTask):
+        return evaluate_grid(model, config)
     return evaluate_algorithmic(model, task, config)

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from posenc._validation import check_positive_float
 from posenc.encodings import available, encoding_class
 from posenc.lab import algorithmic
-from posenc.lab.tasks import TASKS, check_task
+from posenc.lab.tasks import TASK_AXES, TASKS, check_task, task_is_causal
 
 #: Version of the run config's layout; part of every hash, so a change never reuses old results.
 CONFIG_VERSION = 5
@@ -101,13 +101,23 @@ class Preset:
 KAZEMNEJAD_ENCODINGS = ("nope", "t5", "alibi", "rope", "sinusoidal")
 
 
+#: The grid study's encodings: those of image patches (2-D sin-cos as MAE, a learned table resampled as
+#: a ViT's, axial RoPE, RoPE-Mixed, Swin v2's continuous bias) and 1-D RoPE on the raster order.
+GRID_ENCODINGS = ("sinusoidal_2d", "learned", "rope_axial", "rope_mixed", "swin_v2", "rope")
+
+
 def _algorithmic(model: ModelConfig, train: TrainConfig, length: int, examples: int) -> TaskSetup:
     return TaskSetup(model, train, length, eval_multipliers=(1, 2, 4), eval_size=examples)
 
 
-def _preset(name: str, description: str, seeds: tuple[int, ...], lm: TaskSetup, algo: TaskSetup) -> Preset:
+def _preset(
+    name: str, description: str, seeds: tuple[int, ...], lm: TaskSetup, algo: TaskSetup, grid: TaskSetup
+) -> Preset:
     return Preset(
-        name, description, seeds, {"lm": lm, **{task: algo for task in algorithmic.ALGORITHMIC_TASKS}}
+        name,
+        description,
+        seeds,
+        {"lm": lm, **{task: algo for task in algorithmic.ALGORITHMIC_TASKS}, "grid": grid},
     )
 
 
@@ -136,6 +146,13 @@ PRESETS: dict[str, Preset] = {
         ),
         _algorithmic(
             ModelConfig(32, 1, 2), TrainConfig(12, 16, 3e-3, 2, checkpoint_every=5, log_every=4), 3, 32
+        ),
+        TaskSetup(
+            ModelConfig(32, 1, 2),
+            TrainConfig(12, 16, 3e-3, 2, checkpoint_every=5, log_every=4),
+            3,
+            eval_multipliers=(1, 2),
+            eval_size=16,
         ),
     ),
     "cpu": Preset(
@@ -173,6 +190,30 @@ PRESETS: dict[str, Preset] = {
             eval_multipliers=(1, 1.25, 1.5, 1.75, 2),
             eval_size=2048,
         ),
+        TaskSetup(
+            ModelConfig(256, 6, 8),
+            TrainConfig(20000, 64, 1e-3, 1000, checkpoint_every=1000, log_every=200),
+            16,
+            eval_multipliers=(1, 1.5, 2),
+            eval_size=1024,
+        ),
+    ),
+    "grid": Preset(
+        "grid",
+        "resolution generalisation: a bidirectional model trained on 8×8 grids of patches (each patch's "
+        "answer is the sum of its upper and left neighbours, mod 10), tested on 12×12 and 16×16; the encodings "
+        "of image patches (a learned table resampled) and 1-D RoPE on the raster order; 3 seeds",
+        (0, 1, 2),
+        {
+            "grid": TaskSetup(
+                ModelConfig(64, 4, 4),
+                TrainConfig(1500, 16, 1e-3, 100, checkpoint_every=500),
+                8,
+                eval_multipliers=(1, 1.5, 2),
+                eval_size=256,
+                encodings=GRID_ENCODINGS,
+            )
+        },
     ),
     "extension": Preset(
         "extension",
@@ -209,18 +250,30 @@ def task_setup(preset: Preset, task: str) -> TaskSetup:
     return preset.tasks[task]
 
 
+def skip_reason(encoding: str, task: str) -> str | None:
+    """Why the lab does not train ``encoding`` on ``task``, or None: the encoding's own answer for a task
+    of that many position axes, else its refusal of the task's model (CoPE refuses a bidirectional one)."""
+    cls = encoding_class(encoding)
+    reason = cls.lab_skip_reason(task, TASK_AXES.get(task, 1))
+    if reason is not None:
+        return reason
+    try:
+        cls.model_arguments(d_model=64, n_heads=4, max_len=64, causal=task_is_causal(task))
+    except ValueError as refusal:
+        return str(refusal)
+    return None
+
+
 def not_applicable(task: str) -> dict[str, str]:
     """The registered encodings the lab does not train on ``task``, each with its own reason."""
-    reasons = {name: encoding_class(name).lab_skip_reason(task) for name in available()}
+    reasons = {name: skip_reason(name, task) for name in available()}
     return {name: reason for name, reason in reasons.items() if reason is not None}
 
 
 def lab_encodings() -> list[str]:
     """Every registered encoding the lab trains on some task."""
     tasks = tuple(TASKS)
-    return [
-        name for name in available() if any(encoding_class(name).lab_skip_reason(t) is None for t in tasks)
-    ]
+    return [name for name in available() if any(skip_reason(name, t) is None for t in tasks)]
 
 
 def check_encodings(names: list[str]) -> list[str]:
@@ -279,13 +332,14 @@ class RunConfig:
         return self.finetune_length or self.train_length
 
 
-def encoding_kwargs(encoding: str, task_sequence: int, setup: TaskSetup) -> dict:
+def encoding_kwargs(encoding: str, task_sequence: int, setup: TaskSetup, causal: bool = True) -> dict:
     """The encoding's constructor arguments, recorded with each run: its own ``model_arguments`` for the
-    run's model and a training sequence of ``task_sequence`` positions (a learned table holds exactly
-    that; T5 sizes its buckets so the far ones are reached while training, as LAB-NOTES asks)."""
+    run's model (causal or not, as its task) and a training sequence of ``task_sequence`` positions (a
+    learned table holds exactly that; T5 sizes its buckets so the far ones are reached while training,
+    as LAB-NOTES asks)."""
     model = setup.model
     return encoding_class(encoding).model_arguments(
-        d_model=model.d_model, n_heads=model.n_heads, max_len=task_sequence, causal=True
+        d_model=model.d_model, n_heads=model.n_heads, max_len=task_sequence, causal=causal
     )
 
 
@@ -424,7 +478,7 @@ def run_config(
         eval_lengths=lengths,
         eval_size=eval_size,
         sliding_stride=sliding_stride if task == "lm" else None,
-        encoding_kwargs=encoding_kwargs(encoding, sequence, setup),
+        encoding_kwargs=encoding_kwargs(encoding, sequence, setup, task_is_causal(task)),
         train_backend=training,
         eval_backend=evaluation,
         corpus_sha256=corpus_sha256 if task == "lm" else None,
@@ -436,6 +490,7 @@ __all__ = [
     "MAX_SEED",
     "PRESETS",
     "TASKS",
+    "GRID_ENCODINGS",
     "KAZEMNEJAD_ENCODINGS",
     "ExtensionStudy",
     "ModelConfig",
@@ -451,5 +506,6 @@ __all__ = [
     "lab_encodings",
     "not_applicable",
     "run_config",
+    "skip_reason",
     "task_setup",
 ]

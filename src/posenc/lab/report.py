@@ -465,6 +465,47 @@ def algorithmic_tables(rows: list[dict]) -> list[Table]:
     return tables
 
 
+def grid_tables(rows: list[dict]) -> list[Table]:
+    """The grid task's accuracy per evaluated side: per scored patch, and per whole grid."""
+    runs_by_encoding = _by(rows, "grid")
+    if not runs_by_encoding:
+        return []
+    runs = [row for group in runs_by_encoding.values() for row in group]
+    side_l = runs[0]["config"]["train_length"]
+    sides = sorted({int(k) for row in runs for k in row["metrics"]["eval"]})
+    tables = []
+    for metric, title in (("token_accuracy", "Patch accuracy"), ("exact_match", "Whole grids right")):
+        header = [
+            "Encoding",
+            *(f"{side}×{side}" + (" (trained)" if side == side_l else "") for side in sides),
+        ]
+        body = []
+        for name in _encodings(rows):
+            if name not in runs_by_encoding:
+                continue
+            entries = runs_by_encoding[name]
+            body.append(
+                [
+                    name,
+                    *(
+                        _proportion_cell([r["metrics"]["eval"].get(str(s)) for r in entries], metric)
+                        for s in sides
+                    ),
+                ]
+            )
+        if metric == "token_accuracy":
+            header.append("s/step")
+            for cells, name in zip(body, [n for n in _encodings(rows) if n in runs_by_encoding], strict=True):
+                seconds = [r["timings"]["seconds_per_step"] for r in runs_by_encoding[name]]
+                cells.append(f"{statistics.fmean(seconds) * 1000:.1f} ms")
+        tables.append(
+            Table(
+                header, body, title=f"{title}, trained on {side_l}×{side_l} grids; mean [95% CI] over seeds."
+            )
+        )
+    return tables
+
+
 def ranks(scores: dict[str, float]) -> dict[str, int]:
     """Each name's rank by score, highest first (rank 1); equal scores share the best of their ranks,
     so scores 0.9, 0.5, 0.5, 0.1 rank 1, 2, 2, 4."""
@@ -588,9 +629,9 @@ def configuration_blocks(settings: tuple[tuple[str, str], ...], rows: list[dict]
     blocks: list[Block] = [
         Heading(4, f"Configuration: {configuration_label(settings)}"),
         _settings(rows),
-        Heading(5, "Seed 004's table, measured"),
-        comparison_table(rows),
     ]
+    if any(row["task"] != "grid" for row in rows):
+        blocks += [Heading(5, "Seed 004's table, measured"), comparison_table(rows)]
     lm = lm_table(rows)
     if lm:
         blocks += [Heading(5, "Language modelling: bits per byte"), lm]
@@ -600,6 +641,9 @@ def configuration_blocks(settings: tuple[tuple[str, str], ...], rows: list[dict]
     ranked = mean_reciprocal_rank_table(rows)
     if ranked:
         blocks += [Heading(5, "Mean reciprocal rank across the algorithmic tasks"), ranked]
+    grid = grid_tables(rows)
+    if grid:
+        blocks += [Heading(5, "Grid task: resolution generalisation"), *grid]
     return blocks
 
 
@@ -716,13 +760,80 @@ def bits_per_position_figure(
     )
 
 
+def _accuracy_panels(rows: list[dict], tasks: list[str], metric: str) -> dict:
+    """``{task: (L, {encoding: (lengths, mean, low, high)})}`` of ``metric`` over seeds, per task run."""
+    panels = {}
+    for task in tasks:
+        by_encoding = _by(rows, task)
+        if not by_encoding:
+            continue
+        lines = {}
+        for name in _encodings(rows):
+            runs = by_encoding.get(name)
+            if not runs:
+                continue
+            points = []
+            for n in sorted({int(k) for row in runs for k in row["metrics"]["eval"]}):
+                entries = [row["metrics"]["eval"].get(str(n)) for row in runs]
+                if all(e is not None and e["status"] == "ok" for e in entries):
+                    points.append((n, *interval([e[metric] for e in entries])))
+            if points:
+                lengths, mean, low, high = zip(*points, strict=True)
+                lines[name] = (lengths, mean, [max(0.0, v) for v in low], [min(1.0, v) for v in high])
+        panels[task] = (next(iter(by_encoding.values()))[0]["config"]["train_length"], lines)
+    return panels
+
+
+def accuracy_figures(db_path: str | Path, preset: str | None = None) -> list[tuple[str, str, Figure]]:
+    """Exact match against length per algorithmic task, and patch accuracy against grid side, of each
+    preset's configuration with the most such runs (stem, description, figure)."""
+    from posenc.plots.lab import accuracy_against_length
+
+    figures = []
+    kinds = (
+        (
+            "exact-match",
+            list(algorithmic.ALGORITHMIC_TASKS),
+            "exact_match",
+            "exact match",
+            "Exact match against length per task",
+        ),
+        ("grid-accuracy", ["grid"], "token_accuracy", "patch accuracy", "Patch accuracy against grid side"),
+    )
+    groups = [
+        (name, settings, rows)
+        for name, preset_rows in load(db_path, preset).items()
+        if not is_extension_preset(preset_rows)
+        for settings, rows in configurations(preset_rows)
+    ]
+    for stem, tasks, metric, ylabel, title in kinds:
+        counted = [
+            (sum(row["task"] in tasks for row in rows), name, settings, rows)
+            for name, settings, rows in groups
+        ]
+        counted = [candidate for candidate in counted if candidate[0]]
+        if not counted:
+            continue
+        _, chosen, settings, rows = max(counted, key=lambda candidate: candidate[0])
+        seeds = len({row["seed"] for row in rows if row["task"] in tasks})
+        figure = accuracy_against_length(
+            _accuracy_panels(rows, tasks, metric),
+            ylabel=ylabel,
+            title=f"{title}, preset {chosen} ({configuration_label(settings)}): mean and 95% interval over "
+            f"{seeds} seed(s)",
+        )
+        figures.append((stem, title[0].lower() + title[1:], figure))
+    return figures
+
+
 def lab_figures(db_path: str | Path, preset: str | None = None) -> list[tuple[str, str, Figure]]:
-    """The lab's figures as (stem, description, figure): bits per byte against position, and for a
-    context-extension study its curves zero-shot and fine-tuned."""
+    """The lab's figures as (stem, description, figure): bits per byte against position, accuracy against
+    length per task, and for a context-extension study its curves zero-shot and fine-tuned."""
     figures = []
     figure = bits_per_position_figure(db_path, preset)
     if figure is not None:
         figures.append(("bits-per-position", "bits per byte against position", figure))
+    figures += accuracy_figures(db_path, preset)
     for rows in load(db_path, preset).values():
         if is_extension_preset(rows):
             for mode in (ZERO_SHOT, FINE_TUNED):

@@ -1,8 +1,10 @@
-"""The lab's tasks behind one interface: byte-level language modelling and the algorithmic tasks.
+"""The lab's tasks behind one interface: byte-level language modelling, the algorithmic tasks and the
+grid task of image patches.
 
-A task gives training batches ``(inputs, targets, mask)`` for a training length L and says how many
-positions an example of a given length occupies, so that the lab can tell beforehand whether an
-encoding with a position table (learned) can run at an evaluation length.
+A task gives training batches ``(inputs, targets, mask)`` for a training length L, the positions an
+encoding reads for them (None: 0 … s − 1), whether its model is causal, and how many positions an
+example of a given length occupies, so that the lab can tell beforehand whether an encoding with a
+position table (learned) can run at an evaluation length.
 """
 
 from __future__ import annotations
@@ -11,12 +13,16 @@ from dataclasses import dataclass
 
 import torch
 
-from posenc.lab import algorithmic
+from posenc._validation import check_positive_int
+from posenc.encodings import PositionalEncoding
+from posenc.lab import algorithmic, grid
 from posenc.lab.corpus import Corpus, build_corpus
 
-#: Registered task names; ``lm`` is byte-level language modelling on the stdlib corpus, the others
-#: are the algorithmic tasks of :mod:`posenc.lab.algorithmic`.
-TASKS = ("lm", *algorithmic.ALGORITHMIC_TASKS)
+#: Registered task names; ``lm`` is byte-level language modelling on the stdlib corpus, then the
+#: algorithmic tasks of :mod:`posenc.lab.algorithmic`, then ``grid`` (:mod:`posenc.lab.grid`).
+TASKS = ("lm", *algorithmic.ALGORITHMIC_TASKS, "grid")
+#: Position axes of each task's examples (a grid's patches have two; every other task's tokens one).
+TASK_AXES = {"grid": 2}
 #: Beginning-of-sequence token of the byte-level task (bytes are 0 … 255).
 BYTE_BOS = 256
 
@@ -43,6 +49,10 @@ class LanguageModelling:
     name = "lm"
     vocab_size = 257
     unit = "bytes"
+    causal = True
+
+    def positions(self, encoding: PositionalEncoding, length: int) -> None:
+        return None  # 0 … s − 1
 
     def __init__(self, corpus: Corpus | None = None) -> None:
         self.corpus = build_corpus() if corpus is None else corpus
@@ -73,9 +83,13 @@ class AlgorithmicTask:
 
     vocab_size = algorithmic.VOCAB_SIZE
     unit = "symbols"
+    causal = True
 
     def __init__(self, name: str) -> None:
         self.name = name
+
+    def positions(self, encoding: PositionalEncoding, length: int) -> None:
+        return None  # 0 … s − 1
 
     def sequence_length(self, length: int) -> int:
         return algorithmic.sequence_length(self.name, length)
@@ -93,13 +107,55 @@ def examples_batch(examples: algorithmic.Examples) -> Batch:
     return Batch(examples.tokens[:, :-1], examples.tokens[:, 1:], examples.answer[:, 1:])
 
 
-def make_task(name: str) -> LanguageModelling | AlgorithmicTask:
+class GridTask:
+    """The grid task (:mod:`posenc.lab.grid`): a bidirectional model on side × side grids of patches,
+    trained at side L and scored on the patches with two neighbours."""
+
+    name = "grid"
+    vocab_size = grid.SYMBOLS
+    unit = "patches a side"
+    causal = False
+
+    def sequence_length(self, length: int) -> int:
+        return grid_sequence_length(length)
+
+    def fingerprint(self) -> dict | None:
+        return None
+
+    def positions(self, encoding: PositionalEncoding, length: int) -> torch.Tensor:
+        return grid.positions_for(encoding, length)
+
+    def train_batch(self, batch_size: int, length: int, generator: torch.Generator) -> Batch:
+        symbols, answers = grid.make_grids(batch_size, length, generator)
+        return Batch(symbols, answers, grid.scored(length).expand(batch_size, -1))
+
+
+def grid_sequence_length(side: int) -> int:
+    """Patches of a side × side grid; a ValueError for a side below 2 (no patch with two neighbours)."""
+    if check_positive_int("side", side) < 2:
+        raise ValueError(f"a grid needs a side of at least 2 (a patch with both neighbours), got {side}")
+    return side * side
+
+
+Task = LanguageModelling | AlgorithmicTask | GridTask
+
+
+def make_task(name: str) -> Task:
     """The task registered as ``name`` (the language-modelling corpus is read on first use)."""
     check_task(name)
-    return LanguageModelling() if name == "lm" else AlgorithmicTask(name)
+    if name == "lm":
+        return LanguageModelling()
+    return GridTask() if name == "grid" else AlgorithmicTask(name)
 
 
 def make_task_shape(name: str, length: int) -> int:
     """Positions an example of ``length`` occupies in task ``name``, without reading any data."""
     check_task(name)
-    return length if name == "lm" else algorithmic.sequence_length(name, length)
+    if name == "lm":
+        return length
+    return grid_sequence_length(length) if name == "grid" else algorithmic.sequence_length(name, length)
+
+
+def task_is_causal(name: str) -> bool:
+    """Whether task ``name`` trains a causal model (every task but the grid's)."""
+    return check_task(name) != "grid"

@@ -23,7 +23,7 @@ from torch import nn
 
 from posenc.lab.distributed import Context
 from posenc.lab.presets import RunConfig
-from posenc.lab.tasks import AlgorithmicTask, LanguageModelling
+from posenc.lab.tasks import Task
 from posenc.model import TransformerLM
 
 #: Offset separating the data generator's seed from the model's (same run seed, independent streams).
@@ -45,7 +45,7 @@ class TrainOutcome:
         return self.train_seconds / max(1, self.steps)
 
 
-def build_model(config: RunConfig, task: LanguageModelling | AlgorithmicTask) -> TransformerLM:
+def build_model(config: RunConfig, task: Task) -> TransformerLM:
     """The run's model, initialised from its seed, with the training backend.
 
     Linear and embedding weights outside the encoding are drawn from N(0, 0.02²) as in GPT-2 (the
@@ -63,7 +63,7 @@ def build_model(config: RunConfig, task: LanguageModelling | AlgorithmicTask) ->
         encoding=config.encoding,
         encoding_kwargs=dict(config.encoding_kwargs),
         backend=config.train_backend,
-        causal=True,
+        causal=task.causal,
         random_positions=config.random_positions,
         embedding_scale=model.embedding_scale,
     )
@@ -128,7 +128,7 @@ def load_checkpoint(path: Path, config_hash: str) -> dict | None:
 
 def train(
     config: RunConfig,
-    task: LanguageModelling | AlgorithmicTask,
+    task: Task,
     context: Context,
     checkpoint: Path,
     on_step: Callable[[int], None] | None = None,
@@ -161,6 +161,9 @@ def train(
         resumed_from = [*state["resumed_from"], step]
     wrapped = nn.parallel.DistributedDataParallel(model) if context.ddp else model
     rows = context.shard(config.train.batch_size)
+    positions = task.positions(model.encoding, config.batch_length)  # None: 0 … s − 1
+    if positions is not None:
+        positions = positions.to(context.device)
     model.train()
     while step < config.train.steps:
         started = time.perf_counter()
@@ -171,7 +174,7 @@ def train(
         inputs, targets, mask = (
             t[rows].to(context.device) for t in (batch.inputs, batch.targets, batch.mask)
         )
-        logits = wrapped(inputs)  # [b, s, vocab]
+        logits = wrapped(inputs, positions)  # [b, s, vocab]
         nll = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), reduction="none")  # [b·s]
         loss_sum = (nll * mask.flatten()).sum()
         (loss_sum * (context.world_size if context.ddp else 1) / total).backward()

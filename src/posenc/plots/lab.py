@@ -1,4 +1,5 @@
-"""The lab's picture: bits per byte against position for each encoding, mean over seeds with intervals."""
+"""The lab's pictures: bits per byte against position for each encoding, and accuracy against length per
+task, means over seeds with their intervals."""
 
 from __future__ import annotations
 
@@ -39,4 +40,46 @@ def bits_per_position(
     axes.grid(True, alpha=0.3)
     if curves:
         axes.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return figure
+
+
+def accuracy_against_length(
+    panels: Mapping[
+        str, tuple[int, Mapping[str, tuple[Sequence[int], Sequence[float], Sequence[float], Sequence[float]]]]
+    ],
+    *,
+    ylabel: str = "exact match",
+    title: str = "Exact match against length",
+) -> Figure:
+    """One panel per task: one line per encoding (x: evaluated length; y: accuracy in 0 … 1) with its 95%
+    interval shaded, and the training length L dashed.
+
+    Args:
+        panels: ``{task: (L, {encoding: (lengths, mean, low, high)})}``.
+
+    Returns:
+        The Figure; each line carries ``gid="{task}-{encoding}"``.
+    """
+    columns = max(1, min(3, len(panels)))
+    rows = -(-len(panels) // columns)
+    figure = Figure(figsize=(4.2 * columns + 1.6, 3.4 * rows), layout="constrained")
+    grid = figure.subplots(rows, columns, squeeze=False, sharey=True)
+    for axes, (task, (length_l, lines)) in zip(grid.flat, panels.items(), strict=False):
+        for name, (lengths, mean, low, high) in lines.items():
+            (line,) = axes.plot(lengths, mean, marker="o", markersize=3, label=name, linewidth=1.5)
+            line.set_gid(f"{task}-{name}")
+            axes.fill_between(lengths, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
+        axes.axvline(length_l, color="black", linestyle="--", linewidth=1)
+        axes.set_title(f"{task} (L = {length_l})", fontsize="medium")
+        axes.set_xlabel("length")
+        axes.set_ylim(-0.03, 1.03)
+        axes.grid(True, alpha=0.3)
+    for axes in grid[:, 0]:
+        axes.set_ylabel(ylabel)
+    for axes in list(grid.flat)[len(panels) :]:
+        axes.set_visible(False)
+    handles, labels = grid.flat[0].get_legend_handles_labels()
+    if handles:
+        figure.legend(handles, labels, fontsize="small", loc="outside right center")
+    figure.suptitle(title)
     return figure

@@ -1,0 +1,108 @@
+"""The grid task: resolution generalisation of encodings of image patches, on a synthetic image.
+
+An "image" is a side × side grid of patches, each one of 10 symbols drawn uniformly; a bidirectional
+model reads it in raster order (row by row, as ViTs flatten patches) and predicts at every patch the
+sum, mod 10, of the symbols of its upper and its left neighbour. Patches in the first row or column,
+which lack one of them, are not scored. The answer sits at two fixed 2-D offsets, (−1, 0) and (0, −1),
+at every resolution: an encoding that lets attention find an offset on the grid solves a larger grid
+as it solves the trained one; on raster positions the upper neighbour is ``side`` tokens back, an
+offset that changes with the resolution.
+
+Trained at one side and evaluated at larger ones, as a ViT pre-trained at 224² is used at 384²
+(Dosovitskiy et al., 2021, §3.2): a learned table is resampled to the new grid
+(:meth:`posenc.encodings.PositionalEncoding.for_grid`), the other encodings read the new coordinates.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+
+from posenc._validation import check_positive_int
+from posenc.encodings import PositionalEncoding
+from posenc.functional.coordinates import grid_positions
+
+#: Symbols of a patch (tokens 0 … 9).
+SYMBOLS = 10
+#: Offsets (row, column) of the two neighbours whose sum is the answer.
+NEIGHBOURS = ((-1, 0), (0, -1))
+
+
+def make_grids(batch_size: int, side: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """``batch_size`` random grids of ``side`` × ``side`` patches, flattened row by row, and their answers.
+
+    Returns:
+        (symbols, answers): int64 ``[b, side²]`` each; an unscored patch's answer is 0 (see :func:`scored`).
+    """
+    check_positive_int("batch_size", batch_size)
+    check_positive_int("side", side)
+    grids = torch.randint(0, SYMBOLS, (batch_size, side, side), generator=generator)  # [b, side, side]
+    answers = torch.zeros_like(grids)
+    answers[:, 1:, 1:] = (grids[:, :-1, 1:] + grids[:, 1:, :-1]) % SYMBOLS  # above + left
+    return grids.flatten(1), answers.flatten(1)
+
+
+def scored(side: int) -> torch.Tensor:
+    """``[side²]`` bool: the patches with both neighbours (not in the first row or column)."""
+    mask = torch.zeros(side, side, dtype=torch.bool)
+    mask[1:, 1:] = True
+    return mask.flatten()
+
+
+def positions_for(encoding: PositionalEncoding, side: int) -> torch.Tensor:
+    """The positions the encoding reads for a side × side grid in raster order: (row, column) for an
+    encoding of two axes, (0, row, column) for three (M-RoPE's one frame: t = 0), the raster index
+    row·side + column for one (what a 1-D encoding of a flattened image sees)."""
+    coordinates = grid_positions((side, side))  # [side², 2]
+    columns = encoding.position_columns
+    if columns == 1:
+        return torch.arange(side * side)
+    if columns == 2:
+        return coordinates
+    if columns == 3:
+        return torch.cat((torch.zeros_like(coordinates[:, :1]), coordinates), dim=1)
+    raise ValueError(f"an encoding of {columns} position columns has no reading of a 2-D grid")
+
+
+def at_side(model, trained_side: int, side: int):
+    """The model as used on a side × side grid: itself, or a copy whose encoding is the one it declares
+    for the new grid (a learned table resampled, :meth:`PositionalEncoding.for_grid`)."""
+    encoding = model.encoding.for_grid((trained_side, trained_side), (side, side))
+    if encoding is model.encoding:
+        return model
+    moved = copy.deepcopy(model)
+    old = moved.encoding
+    moved.encoding = encoding
+    for block in moved.blocks:
+        if block.attention.encoding is old:
+            block.attention.encoding = encoding
+    return moved
+
+
+def grid_accuracy(model, side: int, examples: int, seed: int, batch_size: int = 64) -> dict:
+    """Accuracy of ``model`` (as used at this side: :func:`at_side`) on ``examples`` test grids of
+    ``side``: per scored patch, per whole grid (every scored patch right), and the scored patches' loss."""
+    generator = torch.Generator().manual_seed(seed)
+    mask = scored(side)
+    positions = positions_for(model.encoding, side)
+    device = next(model.parameters()).device
+    exact, correct, loss_sum = 0, 0, 0.0
+    for first in range(0, examples, batch_size):
+        count = min(batch_size, examples - first)
+        symbols, answers = make_grids(count, side, generator)
+        with torch.no_grad():
+            logits = model(symbols.to(device), positions.to(device)).float().cpu()[:, mask]  # [b, n, 10]
+        right = logits.argmax(-1) == answers[:, mask]  # [b, n]
+        exact += int(right.all(dim=1).sum())
+        correct += int(right.sum())
+        loss_sum += float(F.cross_entropy(logits.flatten(0, 1), answers[:, mask].flatten(), reduction="sum"))
+    patches = examples * int(mask.sum())
+    return {
+        "status": "ok",
+        "examples": examples,
+        "exact_match": exact / examples,
+        "token_accuracy": correct / patches,
+        "loss": loss_sum / patches,
+    }
