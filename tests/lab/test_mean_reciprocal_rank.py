@@ -150,3 +150,12 @@ def test_mean_reciprocal_rank_table_matches_the_hand_computed_ranks(markdown):
         assert among_five == (f"{HAND_FIVE[name]:.2f}" if name in HAND_FIVE else "—"), name
         assert published == (f"{PUBLISHED_MRR[name]:.2f}" if name in PUBLISHED_MRR else "—"), name
     assert "Over 4 (task, length) pairs beyond L of sort, parity." in markdown
+
+
+def test_the_tasks_learned_at_l_are_named_under_the_exact_match_table(markdown):
+    # every encoding scores 1.0 at L but learned (0.5): sort has no learned run, parity has one
+    note = next(line for line in markdown.splitlines() if line.startswith("Learned at L"))
+    assert note == (
+        "Learned at L (mean exact match ≥ 0.9): sort: 4 of 4 (rope, alibi, nope, shaw); "
+        "parity: 4 of 5 (rope, alibi, nope, shaw)."
+    )

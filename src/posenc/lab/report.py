@@ -461,8 +461,33 @@ def algorithmic_tables(rows: list[dict]) -> list[Table]:
                 ]
                 cells.append(f"{statistics.fmean(seconds) * 1000:.1f} ms" if seconds else "—")
             body.append(cells)
-        tables.append(Table(header, body, title=f"{title}, {lengths}; mean [95% CI] over seeds."))
+        notes = [learned_at_l_note(rows, tasks)] if metric == "exact_match" else []
+        tables.append(
+            Table(header, body, title=f"{title}, {lengths}; mean [95% CI] over seeds.", notes=notes)
+        )
     return tables
+
+
+#: Exact match at L from which a task counts as learned by an encoding.
+LEARNED_AT_L = 0.9
+
+
+def learned_at_l_note(rows: list[dict], tasks: list[str]) -> str:
+    """Which encodings learn each task at L (mean exact match ≥ :data:`LEARNED_AT_L`): a task that few
+    learn says little about position beyond L."""
+    parts = []
+    for task in tasks:
+        by_encoding = _by(rows, task)
+        learned = []
+        for name in _encodings(rows):
+            runs = by_encoding.get(name, [])
+            length_l = runs[0]["config"]["train_length"] if runs else None
+            entries = [row["metrics"]["eval"].get(str(length_l)) for row in runs]
+            if entries and all(e and e["status"] == "ok" for e in entries):
+                if statistics.fmean(e["exact_match"] for e in entries) >= LEARNED_AT_L:
+                    learned.append(name)
+        parts.append(f"{task}: {len(learned)} of {len(by_encoding)} ({', '.join(learned) or 'none'})")
+    return f"Learned at L (mean exact match ≥ {LEARNED_AT_L}): " + "; ".join(parts) + "."
 
 
 def grid_tables(rows: list[dict]) -> list[Table]:
