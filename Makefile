@@ -41,9 +41,12 @@ lab-extension: setup
 	$(BIN)/torchrun --standalone --nproc_per_node=2 -m posenc.lab run --preset extension --parallel spread
 	$(BIN)/posenc report --out report
 
-# The grid study (resolution generalisation of the encodings of image patches; docs/LAB.md records a run).
+# The grid study (resolution generalisation of the encodings of image patches), its 2-D sin-cos again
+# with token embeddings scaled by √d_model, then the report (docs/LAB.md records a run).
 lab-grid: setup
 	$(BIN)/torchrun --standalone --nproc_per_node=2 -m posenc.lab run --preset grid --parallel spread
+	$(BIN)/torchrun --standalone --nproc_per_node=2 -m posenc.lab run --preset grid --parallel spread \
+		--encodings sinusoidal_2d --embedding-scale sqrt
 	$(BIN)/posenc report --out report
 
 lint: setup

@@ -9,22 +9,21 @@ import torch.nn.functional as F
 from torch import nn
 
 import posenc
-from posenc.lab.grid import SYMBOLS, at_side, grid_accuracy, make_grids, positions_for, scored
+from posenc.lab.grid import CLASSES, SYMBOLS, at_side, grid_accuracy, make_grids, positions_for, scored
 from posenc.lab.tasks import GridTask, grid_sequence_length, make_task_shape
 from posenc.model import TransformerLM
 
 
 def _answers_from_the_definition(grid: list[list[int]]) -> list[list[int | None]]:
-    """(upper + left) mod 10 where both neighbours exist, None elsewhere."""
+    """The class 10·upper + left where both neighbours exist, None elsewhere."""
     side = len(grid)
     return [
-        [(grid[r - 1][c] + grid[r][c - 1]) % 10 if r and c else None for c in range(side)]
-        for r in range(side)
+        [10 * grid[r - 1][c] + grid[r][c - 1] if r and c else None for c in range(side)] for r in range(side)
     ]
 
 
 @pytest.mark.parametrize("side", [2, 3, 7])
-def test_answers_are_the_sum_of_the_upper_and_left_neighbours(side):
+def test_answers_name_the_upper_and_the_left_neighbour(side):
     symbols, answers = make_grids(5, side, torch.Generator().manual_seed(side))
     for row_symbols, row_answers in zip(symbols, answers, strict=True):
         grid = row_symbols.view(side, side).tolist()
@@ -40,7 +39,7 @@ def test_a_planted_wrong_neighbour_disagrees_with_the_definition():
     symbols, answers = make_grids(64, 5, torch.Generator().manual_seed(0))
     grids = symbols.view(64, 5, 5)
     upper_and_right = torch.zeros_like(grids)
-    upper_and_right[:, 1:, :-1] = (grids[:, :-1, :-1] + grids[:, 1:, 1:]) % 10
+    upper_and_right[:, 1:, :-1] = 10 * grids[:, :-1, :-1] + grids[:, 1:, 1:]
     mask = scored(5)
     assert not torch.equal(upper_and_right.flatten(1)[:, mask], answers[:, mask])
 
@@ -86,12 +85,12 @@ def test_a_learned_table_is_resampled_to_a_larger_grid_and_other_encodings_are_k
     table = learned.encoding.weight.detach().view(1, 4, 4, 16).permute(0, 3, 1, 2)
     expected = F.interpolate(table, size=(6, 6), mode="bicubic", antialias=True, align_corners=False)
     torch.testing.assert_close(moved.encoding.weight.detach(), expected.permute(0, 2, 3, 1).reshape(36, 16))
-    axial = TransformerLM(SYMBOLS, d_model=16, n_heads=2, encoding="rope_axial", causal=False)
+    axial = TransformerLM(CLASSES, d_model=16, n_heads=2, encoding="rope_axial", causal=False)
     assert at_side(axial, 4, 6) is axial
 
 
 class _Oracle(nn.Module):
-    """Logits that put all weight on (upper + ``other``) mod 10, read from the tokens."""
+    """Logits that put all weight on the class 10·upper + the neighbour at ``other``, read from the tokens."""
 
     def __init__(self, side: int, other: tuple[int, int]) -> None:
         super().__init__()
@@ -104,8 +103,8 @@ class _Oracle(nn.Module):
         grids = tokens.view(-1, self.side, self.side)
         dr, dc = self.other
         shifted = torch.roll(grids, shifts=(-dr, -dc), dims=(1, 2))  # the neighbour at (dr, dc)
-        answer = (torch.roll(grids, shifts=1, dims=1) + shifted) % 10
-        return F.one_hot(answer.flatten(1), SYMBOLS).float() * 20 * self.scale
+        answer = 10 * torch.roll(grids, shifts=1, dims=1) + shifted
+        return F.one_hot(answer.flatten(1), CLASSES).float() * 20 * self.scale
 
 
 def test_a_model_that_computes_the_answer_scores_one_and_a_wrong_neighbour_does_not():

@@ -1,12 +1,13 @@
 """The grid task: resolution generalisation of encodings of image patches, on a synthetic image.
 
 An "image" is a side × side grid of patches, each one of 10 symbols drawn uniformly; a bidirectional
-model reads it in raster order (row by row, as ViTs flatten patches) and predicts at every patch the
-sum, mod 10, of the symbols of its upper and its left neighbour. Patches in the first row or column,
-which lack one of them, are not scored. The answer sits at two fixed 2-D offsets, (−1, 0) and (0, −1),
-at every resolution: an encoding that lets attention find an offset on the grid solves a larger grid
-as it solves the trained one; on raster positions the upper neighbour is ``side`` tokens back, an
-offset that changes with the resolution.
+model reads it in raster order (row by row, as ViTs flatten patches) and names at every patch the
+pair (upper neighbour, left neighbour): one of 100 classes, 10·upper + left. Patches in the first row
+or column, which lack one of them, are not scored. Each neighbour alone lowers the loss, so either
+offset can be learned first; a patch is right when both are. The answer sits at two fixed 2-D
+offsets, (−1, 0) and (0, −1), at every resolution: an encoding that lets attention find an offset on
+the grid solves a larger grid as it solves the trained one; on raster positions the upper neighbour
+is ``side`` tokens back, an offset that changes with the resolution.
 
 Trained at one side and evaluated at larger ones, as a ViT pre-trained at 224² is used at 384²
 (Dosovitskiy et al., 2021, §3.2): a learned table is resampled to the new grid
@@ -26,8 +27,8 @@ from posenc.functional.coordinates import grid_positions
 
 #: Symbols of a patch (tokens 0 … 9).
 SYMBOLS = 10
-#: Offsets (row, column) of the two neighbours whose sum is the answer.
-NEIGHBOURS = ((-1, 0), (0, -1))
+#: Answer classes: 10·upper + left for every pair of neighbours (the model's vocabulary).
+CLASSES = SYMBOLS * SYMBOLS
 
 
 def make_grids(batch_size: int, side: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -40,7 +41,7 @@ def make_grids(batch_size: int, side: int, generator: torch.Generator) -> tuple[
     check_positive_int("side", side)
     grids = torch.randint(0, SYMBOLS, (batch_size, side, side), generator=generator)  # [b, side, side]
     answers = torch.zeros_like(grids)
-    answers[:, 1:, 1:] = (grids[:, :-1, 1:] + grids[:, 1:, :-1]) % SYMBOLS  # above + left
+    answers[:, 1:, 1:] = SYMBOLS * grids[:, :-1, 1:] + grids[:, 1:, :-1]  # 10·upper + left
     return grids.flatten(1), answers.flatten(1)
 
 
@@ -93,7 +94,7 @@ def grid_accuracy(model, side: int, examples: int, seed: int, batch_size: int = 
         count = min(batch_size, examples - first)
         symbols, answers = make_grids(count, side, generator)
         with torch.no_grad():
-            logits = model(symbols.to(device), positions.to(device)).float().cpu()[:, mask]  # [b, n, 10]
+            logits = model(symbols.to(device), positions.to(device)).float().cpu()[:, mask]  # [b, n, 100]
         right = logits.argmax(-1) == answers[:, mask]  # [b, n]
         exact += int(right.all(dim=1).sum())
         correct += int(right.sum())

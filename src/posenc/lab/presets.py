@@ -200,9 +200,9 @@ PRESETS: dict[str, Preset] = {
     ),
     "grid": Preset(
         "grid",
-        "resolution generalisation: a bidirectional model trained on 8×8 grids of patches (each patch's "
-        "answer is the sum of its upper and left neighbours, mod 10), tested on 12×12 and 16×16; the encodings "
-        "of image patches (a learned table resampled) and 1-D RoPE on the raster order; 3 seeds",
+        "resolution generalisation: a bidirectional model trained on 8×8 grids of patches (each patch names "
+        "its upper and its left neighbour), tested on 12×12 and 16×16; the encodings of image patches (a "
+        "learned table resampled) and 1-D RoPE on the raster order; 3 seeds",
         (0, 1, 2),
         {
             "grid": TaskSetup(

@@ -112,7 +112,7 @@ class GridTask:
     trained at side L and scored on the patches with two neighbours."""
 
     name = "grid"
-    vocab_size = grid.SYMBOLS
+    vocab_size = grid.CLASSES  # the answers' classes; patches are the first 10 tokens
     unit = "patches a side"
     causal = False
 
