@@ -815,15 +815,23 @@ def accuracy_figures(db_path: str | Path, preset: str | None = None) -> list[tup
     from posenc.plots.lab import accuracy_against_length
 
     figures = []
-    kinds = (
+    kinds = (  # stem, tasks, metric, y label, x label, title
         (
             "exact-match",
             list(algorithmic.ALGORITHMIC_TASKS),
             "exact_match",
             "exact match",
+            "length (symbols)",
             "Exact match against length per task",
         ),
-        ("grid-accuracy", ["grid"], "token_accuracy", "patch accuracy", "Patch accuracy against grid side"),
+        (
+            "grid-accuracy",
+            ["grid"],
+            "token_accuracy",
+            "patch accuracy",
+            "grid side (patches)",
+            "Patch accuracy against grid side",
+        ),
     )
     groups = [
         (name, settings, rows)
@@ -831,7 +839,7 @@ def accuracy_figures(db_path: str | Path, preset: str | None = None) -> list[tup
         if not is_extension_preset(preset_rows)
         for settings, rows in configurations(preset_rows)
     ]
-    for stem, tasks, metric, ylabel, title in kinds:
+    for stem, tasks, metric, ylabel, xlabel, title in kinds:
         counted = [
             (sum(row["task"] in tasks for row in rows), name, settings, rows)
             for name, settings, rows in groups
@@ -844,6 +852,7 @@ def accuracy_figures(db_path: str | Path, preset: str | None = None) -> list[tup
         figure = accuracy_against_length(
             _accuracy_panels(rows, tasks, metric),
             ylabel=ylabel,
+            xlabel=xlabel,
             title=f"{title}, preset {chosen} ({configuration_label(settings)}): mean and 95% interval over "
             f"{seeds} seed(s)",
         )

@@ -49,6 +49,7 @@ def accuracy_against_length(
     ],
     *,
     ylabel: str = "exact match",
+    xlabel: str = "length",
     title: str = "Exact match against length",
 ) -> Figure:
     """One panel per task: one line per encoding (x: evaluated length; y: accuracy in 0 … 1) with its 95%
@@ -62,7 +63,7 @@ def accuracy_against_length(
     """
     columns = max(1, min(3, len(panels)))
     rows = -(-len(panels) // columns)
-    figure = Figure(figsize=(4.2 * columns + 1.6, 3.4 * rows), layout="constrained")
+    figure = Figure(figsize=(max(9.0, 4.2 * columns + 1.6), 3.4 * rows + 0.4), layout="constrained")
     grid = figure.subplots(rows, columns, squeeze=False, sharey=True)
     for axes, (task, (length_l, lines)) in zip(grid.flat, panels.items(), strict=False):
         for name, (lengths, mean, low, high) in lines.items():
@@ -70,8 +71,9 @@ def accuracy_against_length(
             line.set_gid(f"{task}-{name}")
             axes.fill_between(lengths, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
         axes.axvline(length_l, color="black", linestyle="--", linewidth=1)
+        axes.set_xticks(sorted({n for lengths, *_ in lines.values() for n in lengths}))
         axes.set_title(f"{task} (L = {length_l})", fontsize="medium")
-        axes.set_xlabel("length")
+        axes.set_xlabel(xlabel)
         axes.set_ylim(-0.03, 1.03)
         axes.grid(True, alpha=0.3)
     for axes in grid[:, 0]:
@@ -81,5 +83,5 @@ def accuracy_against_length(
     handles, labels = grid.flat[0].get_legend_handles_labels()
     if handles:
         figure.legend(handles, labels, fontsize="small", loc="outside right center")
-    figure.suptitle(title)
+    figure.suptitle(title, fontsize="medium", wrap=True)
     return figure
