@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from posenc.bench import attention
+from tests.bench.rows import assert_rows_agree_with_float64
 
 ROWS = {
     attention.FIRE: "fire",
@@ -26,15 +27,7 @@ def tiny():
 
 
 def test_every_row_agrees_with_its_float64_reference_and_its_term_weighs(tiny):
-    runs = attention.candidates(tiny, compile=False)
-    plain = attention.reference(tiny, "none")
-    for name, bias in ROWS.items():
-        assert attention.CANDIDATES[name][0] == bias
-        expected = attention.reference(tiny, bias)
-        with torch.no_grad():
-            error = attention.check(name, runs[name](), expected, 40)
-        assert error <= attention.ROW_TOLERANCE.get(name, attention.TOLERANCE)
-        assert (plain - expected).abs().max() > 1e-3, name  # without the bias, far from the scheme
+    assert_rows_agree_with_float64(tiny, ROWS, weighs=1e-3)
 
 
 def test_the_naive_cope_agrees_with_posencs_cope_closer_than_with_float64(tiny):

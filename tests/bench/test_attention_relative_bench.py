@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from posenc.bench import attention
+from tests.bench.rows import assert_rows_agree_with_float64
 
 ROWS = {
     attention.SHAW: "shaw",
@@ -26,14 +27,7 @@ def tiny():
 
 
 def test_every_row_agrees_with_its_float64_reference_and_the_terms_weigh(tiny):
-    runs = attention.candidates(tiny, compile=False)
-    plain = attention.reference(tiny, "none")
-    for name, bias in ROWS.items():
-        assert attention.CANDIDATES[name][0] == bias
-        expected = attention.reference(tiny, bias)
-        with torch.no_grad():
-            assert attention.check(name, runs[name](), expected, 40) < attention.TOLERANCE
-        assert (plain - expected).abs().max() > 1e-2, name  # without the terms, far from the scheme
+    assert_rows_agree_with_float64(tiny, ROWS, weighs=1e-2)
 
 
 def test_a_row_with_a_wrong_term_fails_the_check(tiny, monkeypatch):

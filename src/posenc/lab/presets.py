@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from posenc._validation import check_positive_float
 from posenc.encodings import available, encoding_class
 from posenc.lab import algorithmic
-from posenc.lab.tasks import TASK_AXES, TASKS, check_task, task_is_causal
+from posenc.lab.tasks import TASKS, check_task, task_class
 
 #: Version of the run config's layout; part of every hash, so a change never reuses old results.
 CONFIG_VERSION = 5
@@ -253,12 +253,12 @@ def task_setup(preset: Preset, task: str) -> TaskSetup:
 def skip_reason(encoding: str, task: str) -> str | None:
     """Why the lab does not train ``encoding`` on ``task``, or None: the encoding's own answer for a task
     of that many position axes, else its refusal of the task's model (CoPE refuses a bidirectional one)."""
-    cls = encoding_class(encoding)
-    reason = cls.lab_skip_reason(task, TASK_AXES.get(task, 1))
+    cls, declared = encoding_class(encoding), task_class(task)
+    reason = cls.lab_skip_reason(task, declared.axes)
     if reason is not None:
         return reason
     try:
-        cls.model_arguments(d_model=64, n_heads=4, max_len=64, causal=task_is_causal(task))
+        cls.model_arguments(d_model=64, n_heads=4, max_len=64, causal=declared.causal)
     except ValueError as refusal:
         return str(refusal)
     return None
@@ -478,7 +478,7 @@ def run_config(
         eval_lengths=lengths,
         eval_size=eval_size,
         sliding_stride=sliding_stride if task == "lm" else None,
-        encoding_kwargs=encoding_kwargs(encoding, sequence, setup, task_is_causal(task)),
+        encoding_kwargs=encoding_kwargs(encoding, sequence, setup, task_class(task).causal),
         train_backend=training,
         eval_backend=evaluation,
         corpus_sha256=corpus_sha256 if task == "lm" else None,

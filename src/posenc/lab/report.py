@@ -479,55 +479,47 @@ def learned_at_l_note(rows: list[dict], tasks: list[str]) -> str:
     for task in tasks:
         by_encoding = _by(rows, task)
         learned = []
-        for name in _encodings(rows):
-            runs = by_encoding.get(name, [])
-            length_l = runs[0]["config"]["train_length"] if runs else None
-            entries = [row["metrics"]["eval"].get(str(length_l)) for row in runs]
-            if entries and all(e and e["status"] == "ok" for e in entries):
-                if statistics.fmean(e["exact_match"] for e in entries) >= LEARNED_AT_L:
-                    learned.append(name)
+        for name in (n for n in _encodings(rows) if n in by_encoding):
+            runs = by_encoding[name]
+            entries = [row["metrics"]["eval"].get(str(row["config"]["train_length"])) for row in runs]
+            ok = all(e and e["status"] == "ok" for e in entries)
+            if ok and statistics.fmean(e["exact_match"] for e in entries) >= LEARNED_AT_L:
+                learned.append(name)
         parts.append(f"{task}: {len(learned)} of {len(by_encoding)} ({', '.join(learned) or 'none'})")
     return f"Learned at L (mean exact match ≥ {LEARNED_AT_L}): " + "; ".join(parts) + "."
 
 
 def grid_tables(rows: list[dict]) -> list[Table]:
-    """The grid task's accuracy per evaluated side: per scored patch, and per whole grid."""
-    runs_by_encoding = _by(rows, "grid")
-    if not runs_by_encoding:
+    """The grid task's accuracy per evaluated side: per scored patch (with seconds per step), and per
+    whole grid."""
+    by_encoding = _by(rows, "grid")
+    if not by_encoding:
         return []
-    runs = [row for group in runs_by_encoding.values() for row in group]
+    runs = [row for group in by_encoding.values() for row in group]
     side_l = runs[0]["config"]["train_length"]
     sides = sorted({int(k) for row in runs for k in row["metrics"]["eval"]})
+    names = [name for name in _encodings(rows) if name in by_encoding]
     tables = []
     for metric, title in (("token_accuracy", "Patch accuracy"), ("exact_match", "Whole grids right")):
-        header = [
-            "Encoding",
-            *(f"{side}×{side}" + (" (trained)" if side == side_l else "") for side in sides),
-        ]
+        timed = metric == "token_accuracy"
+        header = ["Encoding", *(f"{s}×{s}" + (" (trained)" if s == side_l else "") for s in sides)]
         body = []
-        for name in _encodings(rows):
-            if name not in runs_by_encoding:
-                continue
-            entries = runs_by_encoding[name]
-            body.append(
-                [
-                    name,
-                    *(
-                        _proportion_cell([r["metrics"]["eval"].get(str(s)) for r in entries], metric)
-                        for s in sides
-                    ),
-                ]
-            )
-        if metric == "token_accuracy":
-            header.append("s/step")
-            for cells, name in zip(body, [n for n in _encodings(rows) if n in runs_by_encoding], strict=True):
-                seconds = [r["timings"]["seconds_per_step"] for r in runs_by_encoding[name]]
-                cells.append(f"{statistics.fmean(seconds) * 1000:.1f} ms")
-        tables.append(
-            Table(
-                header, body, title=f"{title}, trained on {side_l}×{side_l} grids; mean [95% CI] over seeds."
-            )
-        )
+        for name in names:
+            entries = by_encoding[name]
+            cells = [
+                name,
+                *(
+                    _proportion_cell([r["metrics"]["eval"].get(str(s)) for r in entries], metric)
+                    for s in sides
+                ),
+            ]
+            if timed:
+                cells.append(
+                    f"{statistics.fmean(r['timings']['seconds_per_step'] for r in entries) * 1000:.1f} ms"
+                )
+            body.append(cells)
+        title = f"{title}, trained on {side_l}×{side_l} grids; mean [95% CI] over seeds."
+        tables.append(Table(header + (["s/step"] if timed else []), body, title=title))
     return tables
 
 

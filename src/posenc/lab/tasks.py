@@ -21,8 +21,6 @@ from posenc.lab.corpus import Corpus, build_corpus
 #: Registered task names; ``lm`` is byte-level language modelling on the stdlib corpus, then the
 #: algorithmic tasks of :mod:`posenc.lab.algorithmic`, then ``grid`` (:mod:`posenc.lab.grid`).
 TASKS = ("lm", *algorithmic.ALGORITHMIC_TASKS, "grid")
-#: Position axes of each task's examples (a grid's patches have two; every other task's tokens one).
-TASK_AXES = {"grid": 2}
 #: Beginning-of-sequence token of the byte-level task (bytes are 0 … 255).
 BYTE_BOS = 256
 
@@ -49,7 +47,8 @@ class LanguageModelling:
     name = "lm"
     vocab_size = 257
     unit = "bytes"
-    causal = True
+    causal = True  # a decoder
+    axes = 1  # position axes of an example
 
     def positions(self, encoding: PositionalEncoding, length: int) -> None:
         return None  # 0 … s − 1
@@ -84,6 +83,7 @@ class AlgorithmicTask:
     vocab_size = algorithmic.VOCAB_SIZE
     unit = "symbols"
     causal = True
+    axes = 1
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -114,7 +114,8 @@ class GridTask:
     name = "grid"
     vocab_size = grid.CLASSES  # the answers' classes; patches are the first 10 tokens
     unit = "patches a side"
-    causal = False
+    causal = False  # every patch sees its neighbours, before and after it in raster order
+    axes = 2
 
     def sequence_length(self, length: int) -> int:
         return grid_sequence_length(length)
@@ -140,22 +141,21 @@ def grid_sequence_length(side: int) -> int:
 Task = LanguageModelling | AlgorithmicTask | GridTask
 
 
+def task_class(name: str) -> type[Task]:
+    """The class of the task registered as ``name`` (what it declares, without reading any data)."""
+    check_task(name)
+    return {"lm": LanguageModelling, "grid": GridTask}.get(name, AlgorithmicTask)
+
+
 def make_task(name: str) -> Task:
     """The task registered as ``name`` (the language-modelling corpus is read on first use)."""
-    check_task(name)
-    if name == "lm":
-        return LanguageModelling()
-    return GridTask() if name == "grid" else AlgorithmicTask(name)
+    cls = task_class(name)
+    return cls(name) if cls is AlgorithmicTask else cls()
 
 
 def make_task_shape(name: str, length: int) -> int:
     """Positions an example of ``length`` occupies in task ``name``, without reading any data."""
-    check_task(name)
-    if name == "lm":
+    cls = task_class(name)
+    if cls is LanguageModelling:
         return length
-    return grid_sequence_length(length) if name == "grid" else algorithmic.sequence_length(name, length)
-
-
-def task_is_causal(name: str) -> bool:
-    """Whether task ``name`` trains a causal model (every task but the grid's)."""
-    return check_task(name) != "grid"
+    return grid_sequence_length(length) if cls is GridTask else algorithmic.sequence_length(name, length)
