@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from posenc import build
 from posenc.lab.properties import count_fixed, count_parameters, parameters_at, relative_position
@@ -37,3 +38,13 @@ def test_t5_table_does_not_grow_with_length_and_learned_does():
 def test_alibi_slopes_are_fixed_not_learned():
     alibi = build("alibi", n_heads=8)
     assert count_parameters(alibi) == 0 and count_fixed(alibi) == 8
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", ["sinusoidal", "rope", "t5", "alibi"])
+def test_shift_test_of_an_encoding_on_the_gpu_runs_on_a_cpu_copy(name):
+    arguments = {"sinusoidal": {"d_model": 64}, "rope": {"d_head": 16}}.get(name, {"n_heads": 4})
+    on_cpu = build(name, **arguments)
+    on_gpu = build(name, **arguments).cuda()
+    assert relative_position(on_gpu) == relative_position(on_cpu)
+    assert all(t.is_cuda for t in [*on_gpu.parameters(), *on_gpu.buffers()])  # the trained model stays

@@ -138,7 +138,7 @@ _CPU_ALGORITHMIC = TaskSetup(
 #: about what a step of the cpu preset's model costs on a CPU core, so the budget buys data, not steps.
 _GPU_ALGORITHMIC = TaskSetup(
     ModelConfig(256, 4, 8),
-    TrainConfig(500, 128, 1e-3, 50, checkpoint_every=250, log_every=50),
+    TrainConfig(1000, 128, 1e-3, 100, checkpoint_every=250, log_every=50),
     20,
     eval_multipliers=(1, 1.25, 1.5, 1.75, 2),
     eval_size=2048,

@@ -13,6 +13,8 @@ position at all.
 
 from __future__ import annotations
 
+import copy
+
 from posenc.analysis.verification import relative
 from posenc.encodings import PositionalEncoding
 
@@ -37,9 +39,10 @@ def parameters_at(encoding: PositionalEncoding, max_len: int, d_model: int) -> i
 
 def relative_position(encoding: PositionalEncoding, *, max_positions: int | None = None) -> dict:
     """The shift test of one encoding: its number, threshold, verdict (explicit | implicit | no | none)
-    and reason. ``max_positions`` bounds the positions used (a learned table's size).
+    and reason. ``max_positions`` bounds the positions used (a learned table's size). The test runs
+    in float64 on a CPU copy, wherever the trained encoding lives.
     """
-    result = relative(encoding, max_positions or RELATIVE_LENGTH)
+    result = relative(copy.deepcopy(encoding).cpu(), max_positions or RELATIVE_LENGTH)
     return {
         "kind": encoding.kind,
         "logit_shift_change": result.value,
