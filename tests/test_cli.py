@@ -66,7 +66,12 @@ def test_ctrl_c_ends_a_command_with_one_line_and_status_130():
         "sys.exit(main(['bench', 'sinusoidal', '--length', '4096', '--rounds', '100000']))"
     )
     child = subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # as from a terminal: a suite started in the background (`&`) ignores SIGINT, and so would its child
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert child.stdout.readline() == "ready\n"
