@@ -7,7 +7,7 @@ comma := ,
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
-.PHONY: setup test test-timm report lab lab-extension lab-grid lint clean
+.PHONY: setup test test-timm report lab lab-extension lab-grid lab-gpu lint clean
 
 setup: $(STAMP)
 
@@ -47,6 +47,14 @@ lab-grid: setup
 	$(BIN)/torchrun --standalone --nproc_per_node=2 -m posenc.lab run --preset grid --parallel spread
 	$(BIN)/torchrun --standalone --nproc_per_node=2 -m posenc.lab run --preset grid --parallel spread \
 		--encodings sinusoidal_2d --embedding-scale sqrt
+	$(BIN)/posenc report --out report
+
+# The gpu preset on one GPU, shared by GPU_PROCESSES runs at a time (docs/LAB.md records 15 processes on
+# an H200; one run alone leaves the GPU idle between its small kernels), then the report.
+GPU_PROCESSES ?= 15
+lab-gpu: setup
+	OMP_NUM_THREADS=1 $(BIN)/torchrun --standalone --nproc_per_node=$(GPU_PROCESSES) -m posenc.lab run \
+		--preset gpu --parallel spread --device cuda
 	$(BIN)/posenc report --out report
 
 lint: setup

@@ -57,10 +57,14 @@ def test_every_encoding_a_preset_names_is_registered_and_trained_on_the_task(nam
             assert encoding not in not_applicable(task), (task, encoding)
 
 
-def test_the_gpu_preset_trains_every_encoding_on_every_task():
+def test_the_gpu_preset_runs_kazemnejads_five_on_five_algorithmic_tasks_and_every_task_when_named():
     gpu = PRESETS["gpu"]
-    assert set(gpu.sweep_tasks) == set(presets.TASKS)
-    assert all(setup.encodings is None for setup in gpu.tasks.values())
+    assert set(gpu.sweep_tasks) == {"copy", "reverse", "addition", "sort", "summation"}
+    assert set(gpu.tasks) == set(presets.TASKS)
+    for task in gpu.sweep_tasks:
+        assert gpu.tasks[task].encodings == presets.KAZEMNEJAD_ENCODINGS
+        assert gpu.tasks[task].eval_lengths(gpu.tasks[task].train_length) == (20, 25, 30, 35, 40)
+    assert gpu.tasks["lm"].encodings is None and gpu.tasks["grid"].encodings is None
 
 
 def test_sqrt_scales_token_embeddings_by_the_square_root_of_the_models_width():

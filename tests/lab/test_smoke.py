@@ -193,8 +193,9 @@ def test_report_tables_show_the_recorded_values(smoke_db):
 def test_report_ranks_every_encoding_run_on_the_algorithmic_tasks(smoke_db):
     ranked = _table_rows(comparison_markdown(smoke_db), "Encoding | MRR (all encodings)")
     assert set(ranked) == {r["encoding"] for r in _done(smoke_db) if r["task"] in ALGORITHMIC_TASKS}
-    for encoding, (measured, among_five, published) in ranked.items():
+    for encoding, (measured, on_learned, among_five, published) in ranked.items():
         assert 0 < float(measured) <= 1
+        assert on_learned == "—" or 0 < float(on_learned) <= 1
         assert (among_five == "—") == (published == "—") == (encoding not in PUBLISHED_MRR)
         assert published in ("—", f"{PUBLISHED_MRR.get(encoding, 0):.2f}")
 

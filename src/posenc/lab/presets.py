@@ -134,8 +134,8 @@ _CPU_ALGORITHMIC = TaskSetup(
 
 
 #: The gpu preset's algorithmic setup: the cpu preset's protocol (train on 1 … 20 symbols, test to 40)
-#: with a model four times as wide and batches eight times as large; on one GPU a step of this model costs
-#: about what a step of the cpu preset's model costs on a CPU core, so the budget buys data, not steps.
+#: with a model four times as wide and batches eight times as large, for fewer steps. A model this small
+#: leaves one GPU idle between its kernels, so many runs share it (docs/LAB.md: 15 processes on an H200).
 _GPU_ALGORITHMIC = TaskSetup(
     ModelConfig(256, 4, 8),
     TrainConfig(1000, 128, 1e-3, 100, checkpoint_every=250, log_every=50),
