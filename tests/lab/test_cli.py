@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 
+import posenc.lab.sweep  # noqa: F401  (imported at collection, as a long-lived process imports it before any redirection)
 from posenc.lab.cli import configure, main
 from posenc.lab.progress import SweepProgress
 from posenc.lab.records import Records
@@ -66,3 +68,24 @@ def test_progress_bars_draw_overall_and_per_run():
             progress.advance(step)
         progress.finish_run("copy rope seed 0", "6: 1.00 EM")
     assert "copy rope seed 0: 6: 1.00 EM" in out.getvalue()
+
+
+def test_run_lines_go_to_the_stdout_of_the_moment_not_of_import_time():
+    # a default bound when the module was imported kept writing to that stream after it was replaced
+    # (and closed, under a test's capture): "I/O operation on closed file"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        with SweepProgress(total=1, done=lambda: 1, enabled=False) as progress:
+            progress.start_run("copy rope seed 0", 10)
+            progress.finish_run("copy rope seed 0", "6: 1.00 EM")
+    assert out.getvalue().startswith("[1/1] copy rope seed 0: 6: 1.00 EM")
+
+
+def test_a_sweep_writes_its_run_lines_to_the_stdout_of_the_moment(tmp_path):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = lab(
+            "run", "--preset", "smoke", "--task", "copy", "--encodings", "nope", "--steps", "2",
+            "--db", str(tmp_path / "r.sqlite"), "--no-progress",
+        )  # fmt: skip
+    assert code == 0 and "[1/1] copy nope seed 0:" in out.getvalue()

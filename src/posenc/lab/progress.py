@@ -29,7 +29,7 @@ class SweepProgress:
         done: returns how many of them are recorded.
         enabled: rich bars; None means only when the output is a terminal.
         show: False for ranks that should not draw bars (their one-line messages still print).
-        log: where the one-line-per-run messages go when bars are off.
+        log: where the one-line-per-run messages go when bars are off (None: sys.stdout when made).
     """
 
     def __init__(
@@ -39,8 +39,9 @@ class SweepProgress:
         *,
         enabled: bool | None = None,
         show: bool = True,
-        log: TextIO = sys.stdout,
+        log: TextIO | None = None,
     ) -> None:
+        log = sys.stdout if log is None else log  # the stdout of now, not of import time
         self.total, self.done, self.show, self.log = total, done, show, log
         console = Console(file=log)
         self.enabled = show and (console.is_terminal if enabled is None else enabled)

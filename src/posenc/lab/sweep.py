@@ -12,10 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 import torch
 
@@ -310,9 +310,10 @@ def run_sweep(
     workdir: Path,
     context: Context,
     progress: bool | None = None,
-    log=sys.stdout,
+    log: TextIO | None = None,
 ) -> dict:
-    """Run the plan's unfinished runs (this rank's share); returns counts of done, skipped and run."""
+    """Run the plan's unfinished runs (this rank's share); returns counts of done, skipped and run.
+    ``log``: where a line per finished run goes without progress bars (None: sys.stdout when called)."""
     records = Records(db)  # refuses an unwritable or incompatible database before any training
     try:
         workdir.mkdir(parents=True, exist_ok=True)
