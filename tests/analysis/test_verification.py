@@ -381,3 +381,18 @@ def test_running_out_of_memory_is_raised_not_recorded_as_one_encodings_error():
 
     with pytest.raises(RuntimeError, match="can't allocate memory"):
         properties(Hungry(32))
+
+
+def test_a_bias_is_described_by_its_measured_growth_not_by_alibis_or_t5s_design():
+    # the reasons were ALiBi's ("a penalty linear in distance, by design") and T5's ("past the last
+    # bucket") for every bias; Kerple's log-distance bias grows far slower than linearly, and FIRE has
+    # no buckets
+    alibi = properties(build("alibi", n_heads=4))["bounded"]
+    assert alibi.holds is False and "×4.01 over 4× the distance" in alibi.reason
+    torch.manual_seed(0)
+    kerple = properties(build("kerple", n_heads=4))["bounded"]
+    assert kerple.holds is False and f"×{kerple.value:.3g} over 4× the distance" in kerple.reason
+    assert "linear" not in kerple.reason
+    torch.manual_seed(2)  # a FIRE whose bias is flat beyond 256
+    fire = properties(build("fire", n_heads=4))["bounded"]
+    assert fire.holds is True and "bucket" not in fire.reason and "stops growing" in fire.reason

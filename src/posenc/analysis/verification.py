@@ -211,9 +211,9 @@ def _bias_bounded(encoding: PositionalEncoding, length: int) -> Property:
         "bounded",
         far / near if near else 1.0,
         1.0 + IDENTITY_TOLERANCE,
-        f"|bias| ≤ {near:.3g} at every distance: it stops growing past the last bucket",
-        f"|bias| grows with distance ({near:.3g} within {length}, {far:.3g} within {4 * length}): "
-        "a penalty linear in distance, by design",
+        f"|bias| ≤ {near:.3g} within {4 * length} as within {length}: it stops growing with distance",
+        f"|bias| grows with distance ({near:.3g} within {length}, {far:.3g} within {4 * length}: "
+        f"×{far / near if near else 1.0:.3g} over 4× the distance)",
     )
 
 
