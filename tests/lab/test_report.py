@@ -8,9 +8,10 @@ from dataclasses import replace
 
 import pytest
 
+from posenc.lab.intervals import interval
 from posenc.lab.presets import PRESETS, run_config
 from posenc.lab.records import Records
-from posenc.lab.report import bits_per_position_figure, comparison_markdown, configurations, interval
+from posenc.lab.report import bits_per_position_figure, comparison_markdown, configurations
 from tests.lab.helpers import FAKE_CORPUS, lab, record_run
 
 SMOKE = PRESETS["smoke"]

@@ -1,7 +1,7 @@
 """The context-extension study's report: bits per byte at each target length, per scaling, zero-shot
 and fine-tuned, beside encodings trained from scratch at L; and the per-position curves.
 
-Every cell is the mean and 95% interval over seeds (:func:`posenc.lab.report.interval`). Runs are
+Every cell is the mean and 95% interval over seeds (:func:`posenc.lab.intervals.interval`). Runs are
 told apart by their recorded config: a run with ``init_from`` starts from a base's weights (0 steps:
 zero-shot; otherwise fine-tuned at ``finetune_length``), its scaling in ``encoding_kwargs``; a run
 without is trained from scratch at L.
@@ -14,6 +14,7 @@ from collections import defaultdict
 from matplotlib.figure import Figure
 
 from posenc.document import Block, Bullets, Heading, Paragraph
+from posenc.lab.intervals import binned_curve, format_interval, interval
 from posenc.table import Table
 
 ZERO_SHOT, FINE_TUNED = "zero-shot", "fine-tuned"
@@ -48,8 +49,6 @@ def _groups(rows: list[dict]) -> tuple[dict, dict, int]:
 
 
 def _cell(runs: list[dict], length: int, key: str = "bpb") -> str:
-    from posenc.lab.report import _fmt, interval
-
     values = [
         entry[key]
         for row in runs
@@ -57,7 +56,7 @@ def _cell(runs: list[dict], length: int, key: str = "bpb") -> str:
         and entry["status"] == "ok"
         and entry[key] is not None
     ]
-    return _fmt(interval(values)) if values else "—"
+    return format_interval(interval(values)) if values else "—"
 
 
 def target_table(rows: list[dict], target: int) -> Table:
@@ -165,8 +164,6 @@ def extension_blocks(preset: str, rows: list[dict]) -> list[Block]:
 
 def extension_curves(rows: list[dict], mode: str, bins: int = 48) -> tuple[dict, int, int]:
     """({label: (positions, mean, low, high)}, L, target) at the longest target, for ``mode``."""
-    from posenc.lab.report import binned_curve
-
     extended, scratch, length = _groups(rows)
     if not extended:
         return {}, length, 0

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -45,6 +44,7 @@ from posenc.lab.extension_report import (
     extension_figure,
     is_extension_preset,
 )
+from posenc.lab.intervals import binned_curve, format_interval, interval
 from posenc.lab.presets import PRESETS, run_config
 from posenc.lab.records import Records
 from posenc.lab.tasks import TASKS
@@ -53,23 +53,6 @@ from posenc.table import Table
 #: Grades of r = bpb(4L) / bpb(L): (grade, largest r of the grade); above the last is "Poor".
 BANDS = (("Excellent", 1.00), ("Good", 1.05), ("Moderate", 1.50))
 GRADES = ("Excellent", "Good", "Moderate", "Poor")
-#: Two-sided 95% Student t quantiles by degrees of freedom (1.96 beyond the table).
-T_95 = {
-    1: 12.706,
-    2: 4.303,
-    3: 3.182,
-    4: 2.776,
-    5: 2.571,
-    6: 2.447,
-    7: 2.365,
-    8: 2.306,
-    9: 2.262,
-    10: 2.228,
-    12: 2.179,
-    15: 2.131,
-    20: 2.086,
-    30: 2.042,
-}
 AGREE, DISAGREE, SPANS = "✓", "✗", "~"
 #: Mean reciprocal rank of exact match published by Kazemnejad et al. (2023), "The Impact of Positional
 #: Encoding on Length Generalization in Transformers" (NeurIPS 2023, arXiv:2305.19466): their main
@@ -78,32 +61,12 @@ AGREE, DISAGREE, SPANS = "✓", "✗", "~"
 PUBLISHED_MRR = {"nope": 0.69, "t5": 0.55, "alibi": 0.50, "rope": 0.33, "sinusoidal": 0.22}
 
 
-def interval(values: list[float]) -> tuple[float, float, float]:
-    """(mean, low, high): the mean and its 95% Student-t interval (a point for one value)."""
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return mean, mean, mean
-    df = len(values) - 1
-    quantile = next((T_95[k] for k in sorted(T_95) if k >= df), 1.96)
-    half = quantile * statistics.stdev(values) / math.sqrt(len(values))
-    return mean, mean - half, mean + half
-
-
 def grade(ratio: float) -> str:
     """The length-generalisation grade of r = bpb(4L) / bpb(L)."""
     for name, limit in BANDS:
         if ratio <= limit:
             return name
     return "Poor"
-
-
-def _fmt(stats: tuple[float, float, float] | None, digits: int = 3) -> str:
-    if stats is None:
-        return "—"
-    mean, low, high = stats
-    if low == high:
-        return f"{mean:.{digits}f}"
-    return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
 def load(db_path: str | Path, preset: str | None = None) -> dict[str, list[dict]]:
@@ -279,7 +242,7 @@ def _length_cell(claim: str | None, stats, cannot_run: bool) -> str:
     else:
         low, high = GRADES.index(grade(stats[1])), GRADES.index(grade(stats[2]))
         touched = set(GRADES[low : high + 1])
-        measured = f"{_fmt(stats)} {grade(stats[0])}"
+        measured = f"{format_interval(stats)} {grade(stats[0])}"
     if claim is None:
         return measured
     mark = AGREE if touched == {claim} else (DISAGREE if claim not in touched else SPANS)
@@ -331,7 +294,7 @@ def _proportion_cell(entries: list[dict | None], metric: str) -> str:
     if not values:
         return "—"
     mean, low, high = interval(values)
-    return _fmt((mean, max(0.0, low), min(1.0, high)), 2)
+    return format_interval((mean, max(0.0, low), min(1.0, high)), 2)
 
 
 def _exact_cell(runs: list[dict], multiple: int = 2, metric: str = "exact_match") -> str:
@@ -418,12 +381,16 @@ def lm_table(rows: list[dict]) -> Table | None:
             if any(e is not None and e["status"] != "ok" for e in entries):
                 cells.append("cannot run past L")
             else:
-                cells.append(_fmt(interval([e["bpb"] for e in entries if e]), 3) if any(entries) else "—")
+                cells.append(
+                    format_interval(interval([e["bpb"] for e in entries if e]), 3) if any(entries) else "—"
+                )
         last = [row["metrics"]["eval"].get(str(longest)) for row in runs]
         ok = [e for e in last if e and e["status"] == "ok"]
-        cells.append(_fmt(interval([e["bpb_before_L"] for e in ok])) if ok and len(ok) == len(last) else "—")
+        cells.append(
+            format_interval(interval([e["bpb_before_L"] for e in ok])) if ok and len(ok) == len(last) else "—"
+        )
         from_l = [e["bpb_from_L"] for e in ok if e["bpb_from_L"] is not None]
-        cells.append(_fmt(interval(from_l)) if from_l and len(ok) == len(last) else "—")
+        cells.append(format_interval(interval(from_l)) if from_l and len(ok) == len(last) else "—")
         cells.append(f"{statistics.fmean(r['timings']['seconds_per_step'] for r in runs) * 1000:.1f} ms")
         body.append(cells)
     return Table(columns, body, title=f"L = {length_l} bytes; mean [95% CI] over seeds.")
@@ -748,15 +715,6 @@ def comparison_markdown(db_path: str | Path, preset: str | None = None) -> str |
     return None if blocks is None else to_markdown([Heading(2, TITLE), *blocks])
 
 
-def _log_bins(length: int, bins: int) -> list[tuple[int, int]]:
-    """About ``bins`` ranges [start, stop) covering 0 … length − 1, equally wide on a log scale of
-    position + 1 (single positions at the start, wide bins at the end, where each is noisier)."""
-    edges = sorted(
-        {min(length, round((length + 1) ** (k / bins)) - 1) for k in range(bins + 1)} | {0, length}
-    )
-    return [(a, b) for a, b in zip(edges, edges[1:], strict=False) if b > a]
-
-
 def _curves(rows: list[dict], bins: int) -> tuple[dict, int]:
     lm = _by(rows, "lm")
     curves, length_l = {}, 0
@@ -774,18 +732,6 @@ def _curves(rows: list[dict], bins: int) -> tuple[dict, int]:
         per_seed = [row["metrics"]["eval"][key]["curve"] for row in runs if key in row["metrics"]["eval"]]
         curves[name] = binned_curve(per_seed, lengths[0], bins)
     return curves, length_l
-
-
-def binned_curve(per_seed: list[list[float]], length: int, bins: int) -> tuple[list, list, list, list]:
-    """Per-position curves of several seeds as (positions, mean, low, high) over :func:`_log_bins`."""
-    positions, mean, low, high = [], [], [], []
-    for start, stop in _log_bins(length, bins):
-        stats = interval([statistics.fmean(curve[start:stop]) for curve in per_seed])
-        positions.append((start + stop - 1) / 2)
-        mean.append(stats[0])
-        low.append(stats[1])
-        high.append(stats[2])
-    return positions, mean, low, high
 
 
 def bits_per_position_figure(
