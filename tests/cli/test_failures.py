@@ -1,12 +1,12 @@
-"""Which errors mean "the sizes do not fit in memory" (posenc._memory), and the one line posenc.cli.failures gives them."""
+"""Which errors mean "the sizes do not fit in memory" (posenc._memory), and the one line posenc._exits gives them."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from posenc._exits import BROKEN_PIPE, memory_message
 from posenc._memory import out_of_memory
-from posenc.cli.failures import BROKEN_PIPE, memory_message
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""posenc.cli.output: output paths are checked, with the option and the reason, before any work."""
+"""posenc._paths: output paths are checked, with the option and the reason, before any work."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from posenc.cli.output import writable_file, writable_folder
+from posenc._paths import writable_file, writable_folder
 
 as_root = os.geteuid() == 0 if hasattr(os, "geteuid") else False
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import sys
 
+from posenc._exits import BROKEN_PIPE, memory_message, stdout_closed
 from posenc._memory import out_of_memory
 from posenc.cli import bench, lab, listing, plot, report, verify
-from posenc.cli.failures import BROKEN_PIPE, memory_message, stdout_closed
 from posenc.cli.options import Parser, UsageError
 from posenc.cli.verify import verify_sinusoidal  # noqa: F401  (its former place)
 
@@ -31,7 +31,7 @@ COMMANDS = {
 }
 
 #: Exit statuses: a refused command line or option value, and an interrupt (128 + SIGINT); a closed
-#: stdout ends with :data:`~posenc.cli.failures.BROKEN_PIPE` (141, 128 + SIGPIPE).
+#: stdout ends with :data:`~posenc._exits.BROKEN_PIPE` (141, 128 + SIGPIPE).
 USAGE_ERROR, INTERRUPTED = 2, 130
 
 __all__ = ["BROKEN_PIPE", "COMMANDS", "INTERRUPTED", "USAGE_ERROR", "main", "parser"]

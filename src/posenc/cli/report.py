@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from posenc.cli.output import writable_folder
+from posenc._paths import writable_folder
 
 
 def configure(subparsers) -> None:

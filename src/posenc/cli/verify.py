@@ -8,8 +8,9 @@ import json
 import sys
 from pathlib import Path
 
+from posenc._paths import writable_file
 from posenc.cli import options
-from posenc.cli.output import console, print_table, writable_file
+from posenc.cli.output import console, print_table
 from posenc.table import Column, Table
 
 DTYPES = ("float32", "float64")

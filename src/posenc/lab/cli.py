@@ -13,9 +13,9 @@ import re
 import sys
 from pathlib import Path
 
+from posenc._exits import memory_message, stdout_closed
 from posenc._memory import out_of_memory
-from posenc.cli.failures import memory_message, stdout_closed
-from posenc.cli.output import writable_folder
+from posenc._paths import writable_folder
 from posenc.lab.records import DEFAULT_DB
 
 

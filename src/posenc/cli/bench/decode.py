@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from posenc._paths import writable_file
 from posenc.cli.bench.options import add_json
 from posenc.cli.options import positive_int
-from posenc.cli.output import console, print_table, writable_file, write_json
+from posenc.cli.output import console, print_table, write_json
 from posenc.table import Column, Table
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 
+from posenc._paths import writable_file
 from posenc.cli.bench.options import add_device, add_json, add_rounds, on_gpu, require_cuda
-from posenc.cli.output import console, print_table, writable_file, write_json
+from posenc.cli.output import console, print_table, write_json
 from posenc.table import Column, Table
 
 ROUNDS = {"cpu": 41, "cuda": 30}

@@ -1,4 +1,4 @@
-"""How the ``posenc`` command ends when it cannot go on: sizes that do not fit in memory, a closed stdout.
+"""How a command ends when it cannot go on: sizes that do not fit in memory, a closed stdout.
 
 Both :func:`posenc.cli.main` and :func:`posenc.lab.cli.main` (``python -m posenc.lab``) use these, so
 that either way in ends the same: one line on stderr (or nothing, for a closed stdout) and a status.
