@@ -32,13 +32,17 @@ def test_a_table_that_is_linear_in_row_and_column_is_interpolated_exactly_by_bil
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64])
-def test_the_table_comes_back_in_its_dtype_computed_in_float32_or_better(dtype):
-    table = torch.randn(16, 4).to(dtype)
+@pytest.mark.parametrize("seed", range(8))
+def test_the_table_comes_back_in_its_dtype_computed_in_float32_or_better(dtype, seed):
+    table = torch.randn(16, 4, generator=torch.Generator().manual_seed(seed)).to(dtype)
     assert resample_table(table, (4, 4), (6, 6)).dtype == dtype
     reference = resample_table(table.double(), (4, 4), (6, 6))
-    assert (resample_table(table, (4, 4), (6, 6)).double() - reference).abs().max() <= 2 * torch.finfo(
-        dtype
-    ).eps * 4
+    error = (resample_table(table, (4, 4), (6, 6)).double() - reference).abs().max()
+    # relative to the largest entry: half precisions are computed in float32 and round once (≤ ½ ulp
+    # seen); float32 accumulates the roundings of a 4-tap filter on each axis (≤ 6 ulp seen over 3000
+    # tables). An absolute bound failed for a table of large entries.
+    ulps = 1 if dtype in (torch.bfloat16, torch.float16) else 16
+    assert error <= ulps * torch.finfo(dtype).eps * table.double().abs().max()
 
 
 def test_learned_encodings_and_swin_tables_move_to_a_new_grid_or_window():
