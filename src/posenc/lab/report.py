@@ -601,8 +601,9 @@ def mean_reciprocal_rank_table(rows: list[dict]) -> Table | None:
 
 def _missing_runs(rows: list[dict], tasks: list[str]) -> dict[str, list[str]]:
     """Per task, the encodings recorded on some other of ``tasks`` but not on it."""
-    names = [name for name in _encodings(rows) if any(name in _by(rows, task) for task in tasks)]
-    missing = {task: [name for name in names if name not in _by(rows, task)] for task in tasks}
+    by_task = {task: _by(rows, task) for task in tasks}
+    names = [name for name in _encodings(rows) if any(name in runs for runs in by_task.values())]
+    missing = {task: [name for name in names if name not in runs] for task, runs in by_task.items()}
     return {task: absent for task, absent in missing.items() if absent}
 
 
