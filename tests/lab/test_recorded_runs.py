@@ -1,17 +1,26 @@
-"""The recorded gpu run in docs/lab/ is what docs/LAB.md shows: every table line and note the report
+"""The recorded runs in docs/lab/ are what docs/LAB.md shows: every table line and note the report
 prints from those records appears in the document, so a change to the report or to the records that
-alters them shows here."""
+alters them shows here; and every recorded run is a run of its preset as committed, so a changed
+preset cannot leave the document describing runs it would no longer make."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
 
 from posenc.lab.presets import PRESETS, run_config
 from posenc.lab.records import Records
 from posenc.lab.report import comparison_markdown
 
 DOCS = Path(__file__).parents[2] / "docs"
-RECORDS = DOCS / "lab" / "gpu-records.sqlite"
+
+#: (records file, preset, runs recorded with status done)
+RECORDED = [
+    ("cpu-records.sqlite", "cpu", 63),  # `make lab`: 60 runs and the 3 sinusoidal lm runs scaled by √d
+    ("cpu-records.sqlite", "grid", 21),  # `make lab-grid`: 18 runs and the 3 scaled 2-D sin-cos runs
+    ("gpu-records.sqlite", "gpu", 69),  # `make lab-gpu` on one H200, stopped by the time limit
+]
 
 
 def _table_and_note_lines(markdown: str) -> list[str]:
@@ -22,17 +31,28 @@ def _table_and_note_lines(markdown: str) -> list[str]:
     ]
 
 
-def test_the_gpu_tables_in_the_document_are_those_of_its_records():
+@pytest.mark.parametrize(("records", "preset", "count"), RECORDED, ids=[p for _, p, _ in RECORDED])
+def test_the_tables_in_the_document_are_those_of_its_records(records, preset, count):
     shown = (DOCS / "LAB.md").read_text()
-    lines = _table_and_note_lines(comparison_markdown(RECORDS, preset="gpu"))
-    assert len(lines) > 20
+    lines = _table_and_note_lines(comparison_markdown(DOCS / "lab" / records, preset=preset))
+    assert len(lines) > 10
     assert [line for line in lines if line not in shown] == []
 
 
-def test_the_recorded_gpu_runs_are_runs_of_the_gpu_preset_as_committed():
-    with Records(RECORDS, readonly=True) as records:
-        rows = records.rows(status="done")
-    assert len(rows) == 69
+@pytest.mark.parametrize(("records", "preset", "count"), RECORDED, ids=[p for _, p, _ in RECORDED])
+def test_the_recorded_runs_are_runs_of_the_preset_as_committed(records, preset, count):
+    with Records(DOCS / "lab" / records, readonly=True) as stored:
+        rows = [row for row in stored.rows(status="done") if row["preset"] == preset]
+    assert len(rows) == count
     for row in rows:
-        config = run_config(PRESETS["gpu"], row["task"], row["encoding"], row["seed"])
-        assert row["config_hash"] == config.config_hash, (row["task"], row["encoding"], row["seed"])
+        config = row["config"]
+        scale = config["model"]["embedding_scale"]
+        expected = run_config(
+            PRESETS[preset],
+            row["task"],
+            row["encoding"],
+            row["seed"],
+            corpus_sha256=config["corpus_sha256"],
+            **({} if scale == 1.0 else {"embedding_scale": scale}),
+        )
+        assert row["config_hash"] == expected.config_hash, (row["task"], row["encoding"], row["seed"])
