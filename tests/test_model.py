@@ -200,7 +200,9 @@ def test_positions_and_the_cache_offset_are_resolved_once_per_forward(name, monk
     assert seen[0] is seen[1] is seen[2] and seen[3] is seen[4] is seen[5]
 
 
-def test_randomized_positions_in_training_and_ordinary_ones_in_evaluation(monkeypatch):
+def test_randomized_positions_in_training_and_in_evaluation_and_positions_given_kept(monkeypatch):
+    """Ruoss et al. draw the positions at every call, evaluation included (their range evaluation applies
+    the model with a random key); positions given, and a KV cache's, are kept."""
     import posenc.attention
 
     seen = []
@@ -222,7 +224,13 @@ def test_randomized_positions_in_training_and_ordinary_ones_in_evaluation(monkey
     assert int(trained.max()) > 9  # drawn from the whole range, not 0 … 9
     model.eval()
     model(tokens)
+    evaluated = seen[-1]
+    assert evaluated.shape == (4, 10) and (evaluated.diff(dim=-1) > 0).all() and int(evaluated.max()) > 9
+    model(tokens, torch.arange(10))
     assert torch.equal(seen[-1], torch.arange(10))
+    model(tokens[:, :6], caches=(caches := model.new_caches()))
+    model(tokens[:, 6:], caches=caches)
+    assert torch.equal(seen[-1], torch.arange(6, 10))
 
 
 @pytest.mark.parametrize(

@@ -79,10 +79,11 @@ class TransformerLM(nn.Module):
             receive no gradient).
         backend: attention backend, ``"eager" | "sdpa" | "flex"``.
         causal: True for a decoder.
-        random_positions: randomized positions (Ruoss et al., 2023): while training (``model.train()``),
-            a call without positions puts each sequence at a sorted sample of distinct positions from
-            0 … random_positions − 1 (:func:`posenc.functional.randomized_positions`); in eval mode, and
-            with a KV cache, positions are 0 … s − 1 (or those given) as without it. None: off.
+        random_positions: randomized positions (Ruoss et al., 2023): a call without positions and without
+            a KV cache puts each sequence at a sorted sample of distinct positions from
+            0 … random_positions − 1 (:func:`posenc.functional.randomized_positions`, from torch's global
+            generator), in training and in evaluation alike, as Ruoss et al. evaluate their models; positions
+            given are used as given, and a KV cache continues its own. None: off.
         embedding_scale: token embeddings are multiplied by it before the encoding acts (Vaswani et al.,
             2017, scale them by √d_model so that they are not drowned by an added sinusoid); 1: unscaled.
     """
@@ -185,7 +186,7 @@ class TransformerLM(nn.Module):
         check_token_ids(tokens, self.vocab_size)
         x = self.token_embedding(tokens) * self.embedding_scale  # [b, s, d − added]
         cache = caches[0] if caches else None
-        if positions is None and cache is None and self.training and self.random_positions is not None:
+        if positions is None and cache is None and self.random_positions is not None:
             positions = randomized_positions(
                 tokens.shape[0], tokens.shape[1], self.random_positions, device=tokens.device
             )
