@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from posenc.lab.extension import plan_runs
 from posenc.lab.presets import PRESETS, run_config
 from posenc.lab.records import Records
 from posenc.lab.report import comparison_markdown
@@ -20,7 +21,10 @@ RECORDED = [
     ("cpu-records.sqlite", "cpu", 63),  # `make lab`: 60 runs and the 3 sinusoidal lm runs scaled by √d
     ("cpu-records.sqlite", "grid", 21),  # `make lab-grid`: 18 runs and the 3 scaled 2-D sin-cos runs
     ("gpu-records.sqlite", "gpu", 69),  # `make lab-gpu` on one H200, stopped by the time limit
+    ("extension-records.sqlite", "extension", 138),  # `make lab-extension`
 ]
+#: The presets whose runs are planned one (task, encoding, seed) at a time (the extension study's are not).
+SWEEPS = [entry for entry in RECORDED if entry[1] != "extension"]
 
 
 def _table_and_note_lines(markdown: str) -> list[str]:
@@ -39,7 +43,7 @@ def test_the_tables_in_the_document_are_those_of_its_records(records, preset, co
     assert [line for line in lines if line not in shown] == []
 
 
-@pytest.mark.parametrize(("records", "preset", "count"), RECORDED, ids=[p for _, p, _ in RECORDED])
+@pytest.mark.parametrize(("records", "preset", "count"), SWEEPS, ids=[p for _, p, _ in SWEEPS])
 def test_the_recorded_runs_are_runs_of_the_preset_as_committed(records, preset, count):
     with Records(DOCS / "lab" / records, readonly=True) as stored:
         rows = [row for row in stored.rows(status="done") if row["preset"] == preset]
@@ -53,6 +57,16 @@ def test_the_recorded_runs_are_runs_of_the_preset_as_committed(records, preset, 
             row["encoding"],
             row["seed"],
             corpus_sha256=config["corpus_sha256"],
+            random_positions=config["random_positions"],
             **({} if scale == 1.0 else {"embedding_scale": scale}),
         )
         assert row["config_hash"] == expected.config_hash, (row["task"], row["encoding"], row["seed"])
+
+
+def test_the_recorded_extension_study_is_the_study_the_preset_plans():
+    preset = PRESETS["extension"]
+    with Records(DOCS / "lab" / "extension-records.sqlite", readonly=True) as stored:
+        rows = stored.rows(status="done")
+    [corpus] = {row["config"]["corpus_sha256"] for row in rows}
+    runs, _ = plan_runs(preset, list(preset.seeds), corpus)
+    assert sorted(row["config_hash"] for row in rows) == sorted(run.config_hash for run in runs)
