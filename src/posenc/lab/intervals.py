@@ -9,23 +9,41 @@ from __future__ import annotations
 import math
 import statistics
 
-#: Two-sided 95% Student t quantiles by degrees of freedom (1.96 beyond the table).
-T_95 = {
-    1: 12.706,
-    2: 4.303,
-    3: 3.182,
-    4: 2.776,
-    5: 2.571,
-    6: 2.447,
-    7: 2.365,
-    8: 2.306,
-    9: 2.262,
-    10: 2.228,
-    12: 2.179,
-    15: 2.131,
-    20: 2.086,
-    30: 2.042,
-}
+import numpy as np
+
+#: Gauss-Legendre nodes and weights on [-1, 1] for the t distribution's integral.
+_NODES, _WEIGHTS = np.polynomial.legendre.leggauss(64)
+
+
+def _t_cdf(x: float, df: int) -> float:
+    """P(T ≤ x) for x ≥ 0 and Student's t with ``df`` degrees of freedom. With x = √df·tan u the
+    density's integral from 0 becomes Γ((df+1)/2) / (√π Γ(df/2)) · ∫₀^U cos^(df−1) u du, U = atan(x/√df):
+    a smooth integrand on a bounded range, which Gauss-Legendre integrates to float64 precision."""
+    upper = math.atan(x / math.sqrt(df))
+    u = upper / 2 * (_NODES + 1)  # the nodes mapped onto [0, U]
+    norm = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(math.pi)
+    return 0.5 + norm * upper / 2 * float(np.dot(_WEIGHTS, np.cos(u) ** (df - 1)))
+
+
+def _t_density(x: float, df: int) -> float:
+    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+    return math.exp(log_norm - (df + 1) / 2 * math.log1p(x * x / df))
+
+
+def t_quantile(probability: float, df: int) -> float:
+    """The ``probability`` quantile (at least ½) of Student's t with ``df`` degrees of freedom, by Newton's
+    method on its distribution function (starting at the normal quantile, which lies below it)."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be at least 1, got {df}")
+    if not 0.5 <= probability < 1:
+        raise ValueError(f"probability must lie in [0.5, 1), got {probability}")
+    x = statistics.NormalDist().inv_cdf(probability)
+    for _ in range(100):
+        step = (_t_cdf(x, df) - probability) / _t_density(x, df)
+        x -= step
+        if abs(step) < 1e-13 * max(1.0, x):
+            break
+    return x
 
 
 def interval(values: list[float]) -> tuple[float, float, float]:
@@ -33,9 +51,7 @@ def interval(values: list[float]) -> tuple[float, float, float]:
     mean = statistics.fmean(values)
     if len(values) < 2:
         return mean, mean, mean
-    df = len(values) - 1
-    quantile = next((T_95[k] for k in sorted(T_95) if k >= df), 1.96)
-    half = quantile * statistics.stdev(values) / math.sqrt(len(values))
+    half = t_quantile(0.975, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
     return mean, mean - half, mean + half
 
 
