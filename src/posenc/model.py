@@ -83,7 +83,9 @@ class TransformerLM(nn.Module):
             a KV cache puts each sequence at a sorted sample of distinct positions from
             0 … random_positions − 1 (:func:`posenc.functional.randomized_positions`, from torch's global
             generator), in training and in evaluation alike, as Ruoss et al. evaluate their models; positions
-            given are used as given, and a KV cache continues its own. None: off.
+            given are used as given, and a KV cache continues its own. Every row is drawn for the full width
+            s: for rows padded to different lengths pass ``randomized_positions(..., lengths=...)`` (as the
+            lab trains). None: off.
         embedding_scale: token embeddings are multiplied by it before the encoding acts (Vaswani et al.,
             2017, scale them by √d_model so that they are not drowned by an added sinusoid); 1: unscaled.
     """

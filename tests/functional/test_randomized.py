@@ -46,3 +46,40 @@ def test_a_range_as_long_as_the_sequence_gives_every_position():
 def test_bad_sizes_are_refused_naming_the_value(arguments, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         randomized_positions(*arguments)
+
+
+def test_a_short_row_draws_from_the_whole_range_and_its_padding_repeats_its_last_position():
+    # rows of 3 real tokens padded to 12: each of the 40 positions is among a row's 3 with probability
+    # 3/40, as for a sequence of 3 drawn alone (not crowded at the start of a draw for 12)
+    rows, length = 20000, 3
+    positions = randomized_positions(
+        rows, 12, 40, lengths=torch.full((rows,), length), generator=torch.Generator().manual_seed(2)
+    )
+    real, padding = positions[:, :length], positions[:, length:]
+    assert (real.diff(dim=-1) > 0).all()
+    assert torch.equal(padding, real[:, -1:].expand_as(padding))
+    counts = torch.bincount(real.flatten(), minlength=40)
+    p = length / 40
+    sigma = (rows * p * (1 - p)) ** 0.5
+    assert ((counts.double() - rows * p).abs() < 5 * sigma).all()
+
+
+def test_full_lengths_draw_what_no_lengths_draw():
+    drawn = randomized_positions(5, 7, 30, generator=torch.Generator().manual_seed(3))
+    full = randomized_positions(
+        5, 7, 30, lengths=torch.full((5,), 7), generator=torch.Generator().manual_seed(3)
+    )
+    assert torch.equal(drawn, full)
+
+
+@pytest.mark.parametrize(
+    ("lengths", "message"),
+    [
+        (torch.tensor([2, 9]), "lengths must lie in 1 … seq_len=8, got 2 … 9"),
+        (torch.tensor([0, 3]), "lengths must lie in 1 … seq_len=8, got 0 … 3"),
+        (torch.tensor([3]), "lengths must have shape [batch] = (2,), got (1,)"),
+    ],
+)
+def test_bad_lengths_are_refused_naming_the_value(lengths, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        randomized_positions(2, 8, 16, lengths=lengths)

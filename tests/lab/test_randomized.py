@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +50,34 @@ def test_lab_run_trains_with_randomized_positions_and_the_report_names_the_setti
     capsys.readouterr()
     assert lab("report", "--db", str(db)) == 0
     assert "random_positions=256" in capsys.readouterr().out
+
+
+def test_training_draws_each_padded_example_its_own_positions(monkeypatch):
+    # Ruoss et al. draw n positions from the whole range for a sequence of n tokens; in a batch padded to
+    # its longest example, each row's positions end at its own length and its padding repeats the last one
+    import torch
+
+    from posenc.lab import train as training
+    from posenc.lab.distributed import Context
+    from posenc.lab.tasks import make_task
+
+    config = run_config(PRESETS["smoke"], "copy", "rope", 0, random_positions=64)
+    config = replace(config, train=replace(config.train, steps=1))
+    seen = []
+    original = training.build_model
+
+    def build(*arguments):
+        model = original(*arguments)
+        model.register_forward_pre_hook(lambda _, inputs: seen.append(inputs))
+        return model
+
+    monkeypatch.setattr(training, "build_model", build)
+    training.train(
+        config, make_task("copy"), Context(0, 1, 0, "spread", torch.device("cpu")), Path("/nonexistent")
+    )
+    [(tokens, positions)] = seen
+    assert positions is not None and positions.shape == tokens.shape
+    lengths = (tokens != 0).sum(dim=-1)  # PAD is 0; every input before the padding is a real token
+    assert len(set(lengths.tolist())) > 1  # the batch mixes lengths
+    for row, length in zip(positions, lengths.tolist(), strict=True):
+        assert (row[:length].diff() > 0).all() and (row[length:] == row[length - 1]).all()

@@ -21,14 +21,21 @@ def randomized_positions(
     seq_len: int,
     max_position: int,
     *,
+    lengths: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
     """``[batch, seq_len]`` int64: for each row, ``seq_len`` distinct positions drawn uniformly from
     0 … max_position − 1, in increasing order.
 
+    ``lengths`` ``[batch]``: the tokens of each row before its padding. Row i then draws ``lengths[i]``
+    positions from the whole range, as Ruoss et al. draw them for a sequence of that length (not the first
+    ``lengths[i]`` of a draw for the padded width, which would crowd a short sequence at the start), and
+    its padding repeats its last position. None: every row is ``seq_len`` tokens long.
+
     Raises:
-        ValueError: non-positive sizes, or a range smaller than the sequence (``max_position < seq_len``).
+        ValueError: non-positive sizes, a range smaller than the sequence (``max_position < seq_len``), or
+            lengths of the wrong shape or outside 1 … seq_len.
     """
     batch = check_positive_int("batch", batch)
     seq_len = check_positive_int("seq_len", seq_len)
@@ -41,6 +48,25 @@ def randomized_positions(
     keys = torch.rand(
         batch, max_position, generator=generator, device=generator.device if generator else device
     )
-    return (
-        keys.topk(seq_len, dim=-1).indices.sort(dim=-1).values.to(device)
-    )  # [b, s]: a random ordered subset
+    drawn = keys.topk(seq_len, dim=-1).indices  # [b, s]: distinct positions, in a uniformly random order
+    if lengths is not None:
+        drawn = _first_of_each_row(drawn, _check_lengths(lengths, batch, seq_len).to(drawn.device))
+    return drawn.sort(dim=-1).values.to(device)  # [b, s]: a random ordered subset
+
+
+def _check_lengths(lengths: torch.Tensor, batch: int, seq_len: int) -> torch.Tensor:
+    if lengths.shape != (batch,):
+        raise ValueError(f"lengths must have shape [batch] = ({batch},), got {tuple(lengths.shape)}")
+    if lengths.numel() and (int(lengths.min()) < 1 or int(lengths.max()) > seq_len):
+        raise ValueError(
+            f"lengths must lie in 1 … seq_len={seq_len}, got {int(lengths.min())} … {int(lengths.max())}"
+        )
+    return lengths
+
+
+def _first_of_each_row(drawn: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """The first ``lengths[i]`` of row i's positions (a uniform sample of that many, since the row is in
+    random order), the rest of the row replaced by the largest of them, so that it sorts after them."""
+    kept = torch.arange(drawn.shape[-1], device=drawn.device) < lengths[:, None]  # [b, s]
+    largest = drawn.masked_fill(~kept, -1).amax(dim=-1, keepdim=True)  # [b, 1]
+    return torch.where(kept, drawn, largest)  # [b, s]

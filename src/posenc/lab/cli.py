@@ -122,7 +122,7 @@ def _configure_run(commands) -> None:
         type=_at_least_one,
         default=None,
         metavar="R",
-        help="randomized positions (Ruoss et al., 2023): train and evaluate each sequence at sorted positions drawn from 0 … R − 1",
+        help="randomized positions (Ruoss et al., 2023): train and evaluate each sequence at sorted positions drawn from 0 … R − 1 for its own length",
     )
     run.add_argument(
         "--embedding-scale",

@@ -32,6 +32,7 @@ class Batch:
     inputs: torch.Tensor  # [b, s] int64 tokens fed to the model
     targets: torch.Tensor  # [b, s] int64 the token expected at each position
     mask: torch.Tensor  # [b, s] bool, the positions that count in the loss and the metrics
+    lengths: torch.Tensor | None = None  # [b] int64, each row's inputs before its padding; None: no padding
 
 
 def check_task(name: str) -> str:
@@ -104,7 +105,9 @@ class AlgorithmicTask:
 
 def examples_batch(examples: algorithmic.Examples) -> Batch:
     """Examples as a next-token batch whose mask selects the answer tokens and EOS."""
-    return Batch(examples.tokens[:, :-1], examples.tokens[:, 1:], examples.answer[:, 1:])
+    inputs = examples.tokens[:, :-1]  # [b, s]
+    lengths = (inputs != algorithmic.PAD).sum(dim=-1)  # [b]: the inputs before each row's padding
+    return Batch(inputs, examples.tokens[:, 1:], examples.answer[:, 1:], lengths)
 
 
 class GridTask:

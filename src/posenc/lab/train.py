@@ -21,9 +21,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from posenc.functional.randomized import randomized_positions
 from posenc.lab.distributed import Context
 from posenc.lab.presets import RunConfig
-from posenc.lab.tasks import Task
+from posenc.lab.tasks import Batch, Task
 from posenc.model import TransformerLM
 
 #: Offset separating the data generator's seed from the model's (same run seed, independent streams).
@@ -90,6 +91,15 @@ def learning_rate(step: int, config: RunConfig) -> float:
         return train.lr * (step + 1) / train.warmup
     progress = (step - train.warmup) / max(1, train.steps - train.warmup)
     return train.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+def _randomized(batch: Batch, config: RunConfig) -> torch.Tensor:
+    """Randomized positions (Ruoss et al., 2023) for the whole global batch ``[b, s]``, each example at its
+    own sorted sample of 0 … R − 1 for its length, drawn from torch's CPU generator: every rank draws the
+    same ones and keeps its own rows, so DDP trains on what one process would, and a checkpoint's RNG state
+    resumes them."""
+    rows, width = batch.inputs.shape
+    return randomized_positions(rows, width, config.random_positions, lengths=batch.lengths)  # [b, s]
 
 
 def _optimiser(model: nn.Module, config: RunConfig) -> torch.optim.AdamW:
@@ -164,6 +174,7 @@ def train(
     positions = task.positions(model.encoding, config.batch_length)  # None: 0 … s − 1
     if positions is not None:
         positions = positions.to(context.device)
+    randomized = config.random_positions is not None and positions is None
     model.train()
     while step < config.train.steps:
         started = time.perf_counter()
@@ -174,7 +185,8 @@ def train(
         inputs, targets, mask = (
             t[rows].to(context.device) for t in (batch.inputs, batch.targets, batch.mask)
         )
-        logits = wrapped(inputs, positions)  # [b, s, vocab]
+        step_positions = _randomized(batch, config)[rows].to(context.device) if randomized else positions
+        logits = wrapped(inputs, step_positions)  # [b, s, vocab]
         nll = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), reduction="none")  # [b·s]
         loss_sum = (nll * mask.flatten()).sum()
         (loss_sum * (context.world_size if context.ddp else 1) / total).backward()
