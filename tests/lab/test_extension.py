@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,6 +20,7 @@ from posenc.lab import distributed
 from posenc.lab.extension import UNSCALED, longrope_factors, scaling_kwargs
 from posenc.lab.presets import PRESETS, ExtensionStudy, ModelConfig, Preset, TaskSetup, TrainConfig
 from posenc.lab.records import Records
+from posenc.lab.report import comparison_markdown
 from posenc.lab.sweep import plan, run_sweep, weights_path
 
 TINY = Preset(
@@ -161,3 +163,10 @@ def test_the_report_has_one_table_per_target_and_the_study_curves(tmp_path, monk
     assert rows["alibi from scratch at L"].split(" | ")[4] == "—"  # nothing fine-tuned
     for name in ("lab_extension_zero_shot.png", "lab_extension_fine_tuned.png"):
         assert (out / name).stat().st_size > 0 and name in markdown
+
+
+def test_the_settings_name_each_targets_fine_tuning_batch():
+    # the fine-tune keeps the tokens of a step: batch 32 // factor at factor × L (the committed study)
+    records = Path(__file__).parents[2] / "docs" / "lab" / "extension-records.sqlite"
+    markdown = comparison_markdown(records, preset="extension")
+    assert "100 steps at the target length (batch 16 at 128, batch 8 at 256, batch 4 at 512)" in markdown

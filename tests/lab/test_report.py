@@ -11,7 +11,7 @@ import pytest
 from posenc.lab.intervals import interval
 from posenc.lab.presets import PRESETS, run_config
 from posenc.lab.records import Records
-from posenc.lab.report import bits_per_position_figure, comparison_markdown, configurations
+from posenc.lab.report import _parameter_cell, bits_per_position_figure, comparison_markdown, configurations
 from tests.lab.helpers import FAKE_CORPUS, lab, record_run
 
 SMOKE = PRESETS["smoke"]
@@ -113,3 +113,24 @@ def test_cli_report_prints_one_table_per_configuration(db, tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.count("##### Seed 004's table, measured") == 2
     assert "2 configurations of this preset are recorded" in out
+
+
+def _learned_run(task: str, length: int, at_l: int, at_2l: int) -> dict:
+    metrics = {"positional_parameters": at_l, "positional_parameters_at_2L": at_2l, "fixed_constants": 0}
+    return {"metrics": metrics, "config": {"task": task, "train_length": length, "model": {"d_model": 32}}}
+
+
+@pytest.mark.parametrize(
+    ("task", "length", "at_l", "at_2l", "agrees"),
+    [
+        ("lm", 16, 16 * 32, 32 * 32, True),
+        ("copy", 3, 9 * 32, 15 * 32, True),  # 2n + 3 tokens: 9 at 3 symbols, 15 at 6
+        ("copy", 3, 9 * 32, 18 * 32, False),  # doubled, though the example is not twice as long
+        ("lm", 16, 16 * 32, 16 * 32, False),
+    ],
+)
+def test_a_learned_table_agrees_with_l_times_d_when_it_grows_with_the_tasks_positions(
+    task, length, at_l, at_2l, agrees
+):
+    cell = _parameter_cell("L × d", _learned_run(task, length, at_l, at_2l))
+    assert cell.endswith("✓" if agrees else "✗"), cell

@@ -117,14 +117,11 @@ def target_table(rows: list[dict], target: int) -> Table:
 
 
 def _settings(rows: list[dict]) -> Bullets:
-    tuned = next(
-        (
-            row["config"]
-            for row in rows
-            if row["status"] == "done" and row["config"].get("init_from") and row["config"]["train"]["steps"]
-        ),
-        None,
-    )
+    tuned = [
+        row["config"]
+        for row in rows
+        if row["status"] == "done" and row["config"].get("init_from") and row["config"]["train"]["steps"]
+    ]
     base = next(
         (row["config"] for row in rows if row["status"] == "done" and not row["config"].get("init_from")),
         None,
@@ -136,10 +133,12 @@ def _settings(rows: list[dict]) -> Bullets:
             f"pre-training: lm at L={base['train_length']}, d_model={model['d_model']}, {model['n_layers']} layers, "
             f"{model['n_heads']} heads; {train['steps']} steps of batch {train['batch_size']}, lr {train['lr']}"
         )
-    if tuned is not None:
-        train = tuned["train"]
+    if tuned:
+        train = tuned[0]["train"]
+        batches = {config["finetune_length"]: config["train"]["batch_size"] for config in tuned}
+        per_target = ", ".join(f"batch {batches[length]} at {length}" for length in sorted(batches))
         items.append(
-            f"fine-tune: {train['steps']} steps of batch {train['batch_size']} at the target length, peak lr {train['lr']}, "
+            f"fine-tune: {train['steps']} steps at the target length ({per_target}), peak lr {train['lr']}, "
             f"{train['warmup']} warm-up steps, the same for every scaling"
         )
     return Bullets(tuple(items))

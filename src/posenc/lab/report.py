@@ -47,7 +47,7 @@ from posenc.lab.extension_report import (
 from posenc.lab.intervals import binned_curve, format_interval, interval
 from posenc.lab.presets import PRESETS, run_config
 from posenc.lab.records import Records
-from posenc.lab.tasks import TASKS
+from posenc.lab.tasks import TASKS, make_task_shape
 from posenc.table import Table
 
 #: Grades of r = bpb(4L) / bpb(L): (grade, largest r of the grade); above the last is "Poor".
@@ -263,8 +263,10 @@ def _parameter_cell(claim: str | None, run: dict | None) -> str:
         return measured
     if claim == "0":
         agrees = at_l == 0 and at_2l == 0
-    elif claim == "L × d":
-        agrees = at_l % model["d_model"] == 0 and at_2l == 2 * at_l and at_l > 0
+    elif claim == "L × d":  # a row of d per position: the count grows as the positions of the task's example
+        task, length = run["config"]["task"], run["config"]["train_length"]
+        positions, positions_2l = make_task_shape(task, length), make_task_shape(task, 2 * length)
+        agrees = at_l > 0 and at_l % model["d_model"] == 0 and at_2l * positions == at_l * positions_2l
     elif claim == "O(L)":
         agrees = at_2l > at_l
     else:  # "h slopes": h learned parameters
