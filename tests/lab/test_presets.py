@@ -7,6 +7,7 @@ import math
 from dataclasses import replace
 
 import pytest
+import torch
 
 import posenc
 from posenc.lab import presets
@@ -14,6 +15,8 @@ from posenc.lab.presets import KAZEMNEJAD_ENCODINGS, PRESETS, not_applicable, ru
 from posenc.lab.records import Records
 from posenc.lab.report import comparison_markdown
 from posenc.lab.sweep import plan
+from posenc.lab.tasks import make_task
+from posenc.lab.train import build_model
 from tests.lab.helpers import FAKE_CORPUS, record_run
 
 
@@ -97,3 +100,25 @@ def test_scaled_runs_are_a_configuration_of_their_own_named_by_the_scale(tmp_pat
     assert f"#### Configuration: embedding_scale={math.sqrt(width)}" in markdown
     assert "#### Configuration: preset defaults" in markdown
     assert "model.embedding_scale" not in markdown  # named once, as the option that set it
+
+
+def _outside_the_encoding(encoding: str) -> dict[str, torch.Tensor]:
+    config = run_config(PRESETS["cpu"], "copy", encoding, 0)
+    model = build_model(config, make_task("copy"))
+    return {
+        name: value
+        for name, value in model.state_dict().items()
+        if not name.startswith("encoding.") and ".encoding." not in name
+    }
+
+
+def test_encodings_without_random_parameters_start_from_the_same_weights_outside_the_encoding():
+    # docs/LAB.md: the same seed gives NoPE, sinusoidal, RoPE and ALiBi the same initial weights, while an
+    # encoding that draws its own parameters first (T5) leaves the others another draw
+    reference = _outside_the_encoding("nope")
+    for encoding in ("sinusoidal", "rope", "alibi"):
+        weights = _outside_the_encoding(encoding)
+        assert weights.keys() == reference.keys(), encoding
+        assert all(torch.equal(weights[name], reference[name]) for name in reference), encoding
+    t5 = _outside_the_encoding("t5")
+    assert not torch.equal(t5["token_embedding.weight"], reference["token_embedding.weight"])
