@@ -7,10 +7,14 @@ import re
 import pytest
 import torch
 
+import posenc
 from posenc.attention import KVCache
+from posenc.functional.coordinates import mrope_decode_positions, mrope_positions
 from posenc.model import TransformerLM
 
 STREAMING = ["rope", "alibi", "t5", "nope"]
+#: Encodings of positions on several axes: a sink cache puts its places on the diagonal.
+STREAMING_AXES = ["mrope", "rope_axial", "swin_v2"]
 
 
 def _kv(s, b=2, h=2, d=4, start=0):
@@ -74,7 +78,7 @@ def test_a_sink_cache_keeps_the_first_tokens_and_the_last_ones_at_their_places_i
         cache.append(*_kv(4, start=9))
 
 
-@pytest.mark.parametrize("name", STREAMING)
+@pytest.mark.parametrize("name", STREAMING + STREAMING_AXES)
 def test_streaming_decoding_equals_a_full_recompute_over_the_kept_tokens(name):
     # StreamingLLM: the kept tokens (sinks, then the window) at positions 0 … n − 1 of the cache. One layer:
     # a deeper layer's cached keys were computed when evicted tokens were still seen, which a recompute
@@ -91,6 +95,16 @@ def test_streaming_decoding_equals_a_full_recompute_over_the_kept_tokens(name):
             kept = list(range(min(sinks, t + 1))) + list(range(max(sinks, t + 1 - window), t + 1))
             full = model(tokens[:, kept])[:, -1]  # positions 0 … len(kept) − 1
             torch.testing.assert_close(step, full, rtol=1e-5, atol=1e-5)
+
+
+def test_a_sink_cache_on_several_axes_places_its_tokens_on_the_diagonal():
+    cache = KVCache(sinks=1, window=3)
+    for t in range(6):
+        cache.append(*_kv(1, start=t)[:2], torch.full((1, 3), t), columns=3)
+    assert cache.positions.shape == (4, 3) and torch.equal(
+        cache.positions, torch.arange(4)[:, None].expand(4, 3)
+    )
+    assert cache.next_position(3) == 3
 
 
 def test_streaming_memory_stays_constant_over_many_steps():
@@ -137,4 +151,49 @@ def test_a_preallocated_cache_decodes_as_the_full_forward(name):
         steps = [model(tokens[:, :5], caches=caches)] + [
             model(tokens[:, t : t + 1], caches=caches) for t in range(5, 12)
         ]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-5, atol=1e-5)
+
+
+def test_decoding_a_batch_on_several_axes_continues_each_row_past_its_own_largest_coordinate():
+    # Qwen2-VL's rope_deltas are per row: row 0 is text up to 7, row 1 ends with an image whose largest
+    # coordinate is 4, so the next text token sits at 8 in row 0 and at 5 in row 1
+    torch.manual_seed(0)
+    rope = posenc.build("rope", d_head=8, sections=(2, 1, 1))
+    model = TransformerLM(32, d_model=16, n_heads=2, n_layers=1, encoding=rope).eval()
+    types = torch.tensor([[0] * 8, [0, 0, 1, 1, 1, 1, 1, 1]])
+    prompt, deltas = mrope_positions(types, image_grids=[[1, 2, 3]])  # [2, 8, 3], [2, 1]
+    tokens, following = torch.randint(0, 32, (2, 8)), torch.randint(0, 32, (2, 1))
+    with torch.no_grad():
+        caches = model.new_caches()
+        model(tokens, positions=prompt, caches=caches)
+        assert torch.as_tensor(caches[0].next_position(3)).tolist() == [8, 5]
+        step = model(following, caches=caches)
+        explicit = model.new_caches()
+        model(tokens, positions=prompt, caches=explicit)
+        expected = model(following, positions=mrope_decode_positions(deltas, 8), caches=explicit)
+    torch.testing.assert_close(step, expected, rtol=0, atol=0)
+
+
+def test_fractional_coordinates_after_integer_ones_are_cached_exactly():
+    cache = KVCache()
+    first = torch.tensor([[0, 0], [0, 1], [1, 0]])  # int64
+    second = torch.tensor([[1.5, 1.5], [2.25, 0.5], [3.0, 2.75]])  # float
+    cache.append(*_kv(3)[:2], first, columns=2)
+    cache.append(*_kv(3, start=3)[:2], second, columns=2)
+    assert cache.positions.dtype == torch.float64
+    assert torch.equal(cache.positions, torch.cat((first.double(), second.double())))
+
+
+def test_swin_v2_decoding_at_fractional_coordinates_after_integer_ones_equals_the_full_forward():
+    # Swin v2's bias reads the cached keys' coordinates: truncated ones would give another bias
+    torch.manual_seed(0)
+    model = TransformerLM(32, d_model=32, n_heads=2, n_layers=1, encoding="swin_v2", max_len=64).eval()
+    tokens = torch.randint(0, 32, (1, 6))
+    first = torch.tensor([[0, 0], [0, 1], [1, 0]])
+    second = torch.tensor([[1.5, 1.5], [2.25, 0.5], [3.0, 2.75]])
+    with torch.no_grad():
+        full = model(tokens, positions=torch.cat((first.double(), second)))
+        caches = model.new_caches()
+        steps = [model(tokens[:, :3], positions=first, caches=caches)]
+        steps.append(model(tokens[:, 3:], positions=second, caches=caches))
     torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-5, atol=1e-5)

@@ -276,8 +276,8 @@ def continued_positions(
     positions: torch.Tensor | None, x: torch.Tensor, cache: KVCache | None, columns: int = 1
 ) -> torch.Tensor:
     """Positions of x's tokens ``[s]`` or ``[b, s]`` (``[s, n]`` / ``[b, s, n]`` with n columns): those
-    given, or the cache's continuation from ``cache.next_position`` (from 0 without a cache), on every
-    axis. The one place the KV offset is read."""
+    given, or the cache's continuation from ``cache.next_position`` (from 0 without a cache; on n axes
+    from each row's own largest coordinate), on every axis. The one place the KV offset is read."""
     if cache is not None and cache.positions_move and positions is not None:
         raise ValueError(
             "a cache keeping sinks and a window places tokens at their places in the cache (StreamingLLM); "

@@ -5,9 +5,11 @@ step into memory allocated ahead (a given ``capacity``, or grown by doubling: am
 token). With ``sinks=N, window=W`` it keeps the first N tokens and the last W (Xiao et al., 2024,
 "Efficient Streaming Language Models with Attention Sinks", https://arxiv.org/abs/2309.17453): memory
 stays constant however long the stream, and, as StreamingLLM does, positions are the tokens' places in
-the cache, 0 … N + W − 1, not in the text, so a key's position changes as older tokens leave. Such a
-cache holds keys as projected (before any rotation) and attention rotates them with their current
-positions at every call (:attr:`KVCache.positions_move`).
+the cache, 0 … N + W − 1, not in the text, so a key's position changes as older tokens leave. On n axes
+a place is the same on every axis, (p, …, p): the diagonal, where M-RoPE puts text (a sink cache takes
+no given positions, so every token is text there). Such a cache holds keys as projected (before any
+rotation) and attention rotates them with their current positions at every call
+(:attr:`KVCache.positions_move`).
 
 Notation used for tensor shapes: b batch, h_kv key/value heads, t cached tokens, d head width, n axes.
 """
@@ -24,7 +26,8 @@ INITIAL_CAPACITY = 64
 
 class KVCache:
     """Keys and values ``[b, h_kv, t, d]`` and positions ``[t]`` / ``[b, t]`` (``[t, n]`` / ``[b, t, n]`` on
-    n axes) of the tokens seen so far, for one attention layer.
+    n axes) of the tokens seen so far, for one attention layer. Coordinates are kept as given: int64,
+    or float64 from the first fractional ones on.
 
     Args:
         capacity: tokens the cache holds before it must grow (allocated on the first append); None
@@ -66,11 +69,13 @@ class KVCache:
 
     @property
     def positions(self) -> torch.Tensor | None:
-        """Positions of the cached tokens: as appended, or, keeping sinks, their places 0 … t − 1."""
+        """Positions of the cached tokens: as appended, or, keeping sinks, their places 0 … t − 1 (on n
+        axes the diagonal ``[t, n]``, each place on every axis)."""
         if self._positions is None:
             return None
         if self.positions_move:
-            return torch.arange(self.length, device=self._positions.device)
+            places = torch.arange(self.length, device=self._positions.device)  # [t]
+            return places if self._columns == 1 else places[:, None].expand(self.length, self._columns)
         return (
             self._positions[..., : self.length]
             if self._columns == 1
@@ -83,15 +88,19 @@ class KVCache:
         then caches keys before rotation and rotates them at their current positions every call."""
         return self.window is not None
 
-    def next_position(self, columns: int = 1, incoming: int = 1) -> int:
+    def next_position(self, columns: int = 1, incoming: int = 1) -> int | torch.Tensor:
         """Where the next ``incoming`` tokens go by default: after the cached ones on one axis; on several,
-        one past the largest cached coordinate (text after an image, as M-RoPE's ``rope_deltas``);
-        keeping sinks, their places once the oldest window tokens have left."""
+        one past the largest cached coordinate (text after an image, as M-RoPE's ``rope_deltas``), per
+        row (int64 ``[b]``) when each row has its own coordinates; keeping sinks, their places once the
+        oldest window tokens have left."""
         if self.positions_move:
             return min(self.length, self.capacity - incoming)
         if columns == 1 or self._positions is None:
             return self.length
-        return int(self.positions.max()) + 1
+        positions = self.positions  # [t, n] or [b, t, n]
+        if positions.dim() == 2:
+            return int(positions.max().floor()) + 1
+        return positions.amax(dim=(-2, -1)).floor().long() + 1  # [b]: Qwen2-VL's rope_deltas are per row
 
     # --- writing ------------------------------------------------------------------------------------
 
@@ -168,6 +177,9 @@ class KVCache:
         self.length -= leaving
 
     def _write_positions(self, positions: torch.Tensor, start: int, end: int) -> None:
+        if positions.is_floating_point() and positions.dtype != self._positions.dtype:
+            # fractional coordinates after integer ones: float64 holds both exactly (integers below 2^53)
+            self._positions = self._positions.to(torch.float64)
         dim = self._sequence_dim()
         shared = self._positions.dim() == (1 if self._columns == 1 else 2)
         incoming_shared = positions.dim() == (1 if self._columns == 1 else 2)

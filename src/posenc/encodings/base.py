@@ -48,13 +48,19 @@ def trainable_parameters(module: nn.Module) -> int:
 
 
 def resolve_positions(
-    positions: torch.Tensor | None, x: torch.Tensor, *, seq_dim: int, columns: int = 1, start: int = 0
+    positions: torch.Tensor | None,
+    x: torch.Tensor,
+    *,
+    seq_dim: int,
+    columns: int = 1,
+    start: int | torch.Tensor = 0,
 ) -> torch.Tensor:
     """Positions for the sequence axis ``seq_dim`` of x, on x's device.
 
     One column (``columns=1``): ``[s]`` or ``[b, s]``, int64. Several (positions on n axes):
     ``[s, n]`` or ``[b, s, n]``, int64 or float64 (:func:`posenc._validation.as_coordinates`).
-    None means ``start … start + s − 1``, on every axis (the diagonal, where M-RoPE puts text).
+    None means ``start … start + s − 1``, on every axis (the diagonal, where M-RoPE puts text); a
+    ``start`` of int64 ``[b]``, one per row, gives ``[b, s]`` / ``[b, s, n]``.
 
     Raises:
         ValueError: non-integer positions on one axis, non-finite coordinates, a shape that does not
@@ -62,8 +68,8 @@ def resolve_positions(
     """
     seq_len = x.shape[seq_dim]
     if positions is None:
-        line = torch.arange(start, start + seq_len, device=x.device)
-        return line if columns == 1 else line[:, None].expand(seq_len, columns)
+        line = _line(start, seq_len, x.device)  # [s] or [b, s]
+        return line if columns == 1 else line.unsqueeze(-1).expand(*line.shape, columns)
     batch = x.shape[0]
     if columns == 1:
         positions = as_positions(positions, device=x.device)
@@ -79,6 +85,13 @@ def resolve_positions(
         f"positions must have shape {expected} to match an input of shape {tuple(x.shape)}, "
         f"got {tuple(positions.shape)}"
     )
+
+
+def _line(start: int | torch.Tensor, seq_len: int, device: torch.device) -> torch.Tensor:
+    """``start … start + s − 1``: ``[s]`` from an int, ``[b, s]`` from a start per row ``[b]``."""
+    if isinstance(start, torch.Tensor):
+        return start.to(device=device, dtype=torch.int64)[:, None] + torch.arange(seq_len, device=device)
+    return torch.arange(start, start + seq_len, device=device)
 
 
 @dataclass(frozen=True)
