@@ -62,6 +62,18 @@ def test_text_on_the_diagonal_is_one_dimensional_rope():
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("d_head", [6, 16, 64, 128, 256])
+def test_mrope_defaults_to_qwen2_vl_sections_contiguous_and_qwen3_vl_sections_interleaved(d_head):
+    # 128: Qwen2-VL's mrope_section (16, 24, 24) and Qwen3-VL's default (24, 20, 20) in transformers'
+    # Qwen3VLTextRotaryEmbedding; other widths in the same proportion, every axis with a pair
+    contiguous = posenc.build("mrope", d_head=d_head)
+    interleaved = posenc.build("mrope", d_head=d_head, section_layout="interleaved")
+    for rope in (contiguous, interleaved):
+        assert sum(rope.sections) == d_head // 2 and min(rope.sections) >= 1
+    if d_head == 128:
+        assert contiguous.sections == (16, 24, 24) and interleaved.sections == (24, 20, 20)
+
+
 def test_mixed_rotation_uses_each_heads_learned_frequencies():
     torch.manual_seed(0)
     rope = posenc.build("rope", d_head=16, axes=2, mixed=True, n_heads=2, layout="interleaved")

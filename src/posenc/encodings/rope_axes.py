@@ -51,12 +51,26 @@ def qwen2_vl_sections(pairs: int) -> tuple[int, int, int]:
     return time, height, pairs - time - height
 
 
+def qwen3_vl_sections(pairs: int) -> tuple[int, int, int]:
+    """(t, h, w) pairs in Qwen3-VL's proportion (24, 20, 20 of 64): 5/16 each for h and w, the rest time.
+
+    Interleaved, h and w each take every third pair below 3 × their count: 5/16 of the pairs fits.
+    """
+    if pairs < 3:
+        raise ValueError(
+            f"M-RoPE needs a pair for each of t, h and w: rotary_dim/2 = {pairs} pairs are too few"
+        )
+    space = max(1, 5 * pairs // 16)
+    return pairs - 2 * space, space, space
+
+
 class MultimodalRotaryEncoding(RotaryEncoding):
     """M-RoPE (Wang et al., 2024, https://arxiv.org/abs/2409.12191): one spectrum split into (t, h, w) sections.
 
     Text tokens sit on the diagonal t = h = w, where it is 1-D RoPE; image and video tokens at their
     patch's (t, h, w) after the text before them (:func:`posenc.functional.mrope_positions`). Default
-    sections in Qwen2-VL's proportion; ``section_layout="interleaved"`` for Qwen3-VL.
+    sections in Qwen2-VL's proportion (:func:`qwen2_vl_sections`); with ``section_layout="interleaved"``
+    (Qwen3-VL), in Qwen3-VL's (:func:`qwen3_vl_sections`).
     """
 
     specimen_kwargs = {"d_head": 128, "sections": (16, 24, 24), "base": 1000000.0}
@@ -74,8 +88,10 @@ class MultimodalRotaryEncoding(RotaryEncoding):
     }
 
     def __init__(self, d_head: int, *, sections: Sequence[int] | None = None, **kwargs) -> None:
-        rotary_dim = kwargs.get("rotary_dim") or d_head
-        sections = qwen2_vl_sections(rotary_dim // 2) if sections is None else sections
+        if sections is None:
+            pairs = (kwargs.get("rotary_dim") or d_head) // 2
+            interleaved = kwargs.get("section_layout") == "interleaved"
+            sections = qwen3_vl_sections(pairs) if interleaved else qwen2_vl_sections(pairs)
         super().__init__(d_head, sections=sections, **kwargs)
 
 
