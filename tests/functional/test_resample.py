@@ -58,6 +58,29 @@ def test_learned_encodings_and_swin_tables_move_to_a_new_grid_or_window():
     torch.testing.assert_close(resize_relative_table(swin.table, 7, 7), swin.table, rtol=0, atol=1e-6)
 
 
+def test_an_int_size_is_the_side_of_a_grid_with_the_other_grids_axes():
+    table = torch.randn(1 + 14 * 14, 8, generator=torch.Generator().manual_seed(0))
+    square = resample_table(table, (14, 14), (16, 16), prefix_tokens=1)
+    for old, new in [(14, 16), (14, (16, 16)), ((14, 14), 16)]:
+        assert torch.equal(resample_table(table, old, new, prefix_tokens=1), square)
+    cube = torch.randn(2 * 2 * 2, 4, generator=torch.Generator().manual_seed(1))
+    expected = resample_table(cube, (2, 2, 2), (3, 3, 3), mode="trilinear", antialias=False)
+    assert torch.equal(resample_table(cube, 2, (3, 3, 3), mode="trilinear", antialias=False), expected)
+    learned = posenc.build("learned", max_len=1 + 16, d_model=8)
+    assert torch.equal(
+        learned.resampled(4, 6, prefix_tokens=1).weight,
+        learned.resampled((4, 4), (6, 6), prefix_tokens=1).weight,
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16, torch.float16])
+def test_a_resampled_learned_encoding_keeps_its_tables_dtype(dtype):
+    learned = posenc.build("learned", max_len=16, d_model=8).to(dtype)
+    moved = learned.resampled((4, 4), (6, 6))
+    assert moved.weight.dtype == dtype and moved.weight.device == learned.weight.device
+    assert torch.equal(moved.weight, resample_table(learned.weight.detach(), (4, 4), (6, 6)))
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [

@@ -101,7 +101,8 @@ class LearnedEncoding(AdditiveEncoding):
     ) -> LearnedEncoding:
         """A new encoding whose table is this one moved from an ``old_size`` grid of patches to a
         ``new_size`` one (a ViT fine-tuned at another resolution), prefix rows (CLS) kept; see
-        :func:`posenc.functional.resample_table`. Its positions are the new table's rows."""
+        :func:`posenc.functional.resample_table`. Its positions are the new table's rows; its table
+        has this one's dtype and device."""
         table = resample_table(
             self.weight.detach(),
             old_size,
@@ -112,10 +113,10 @@ class LearnedEncoding(AdditiveEncoding):
         )
         resampled = LearnedEncoding(
             table.shape[0], self.d_model, init=self.init, std=self.std, mode=self.mode
-        )
+        ).to(device=self.weight.device, dtype=self.weight.dtype)
         with torch.no_grad():
-            resampled.weight.copy_(table)
-        return resampled.to(self.weight.device)
+            resampled.weight.copy_(table)  # [N', d]
+        return resampled
 
     def for_grid(self, trained: tuple[int, ...], grid: tuple[int, ...]) -> LearnedEncoding:
         """On a grid of another size, the table resampled to it (:meth:`resampled`, bicubic), as a ViT is

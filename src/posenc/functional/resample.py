@@ -28,11 +28,22 @@ MODES = {
 ANTIALIASED = ("bilinear", "bicubic")
 
 
-def _grid(name: str, size: int | Sequence[int], axes: int | None = None) -> tuple[int, ...]:
-    sizes = (size,) if isinstance(size, int) and not isinstance(size, bool) else tuple(size)
-    if axes is not None and len(sizes) == 1 and axes > 1:
-        sizes = sizes * axes  # a square (cubic) grid given by its side
+def _is_side(size: int | Sequence[int]) -> bool:
+    return isinstance(size, int) and not isinstance(size, bool)
+
+
+def _grid(name: str, size: int | Sequence[int], axes: int = 2) -> tuple[int, ...]:
+    """``size`` as one side per axis: an int is the side of a square grid (``axes`` equal sides)."""
+    sizes = (size,) * axes if _is_side(size) else tuple(size)
     return check_positive_ints(name, sizes)
+
+
+def _grids(
+    old_size: int | Sequence[int], new_size: int | Sequence[int]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Both grids, a side taking the other grid's axes (2 when both are sides)."""
+    old = _grid("old_size", old_size, 2 if _is_side(new_size) else len(_grid("new_size", new_size)))
+    return old, _grid("new_size", new_size, len(old))
 
 
 def resample_table(
@@ -54,7 +65,8 @@ def resample_table(
 
     Args:
         table: ``[N, d]`` or ViT's ``[1, N, d]``, N = prefix_tokens + Π old_size.
-        old_size, new_size: the grids, (h, w), (t, h, w) or a side of a square grid (same axes for both).
+        old_size, new_size: the grids, (h, w) or (t, h, w) (same axes for both); an int is the side of
+            a grid of equal sides with the other grid's axes, a square when both are ints.
         prefix_tokens: rows before the grid (CLS, registers), copied unchanged.
         mode: ``F.interpolate``'s mode for the grid's number of axes (bicubic or bilinear for 2 axes).
         antialias: low-pass when shrinking (bilinear and bicubic only).
@@ -76,8 +88,7 @@ def resample_table(
     prefix_tokens = check_int("prefix_tokens", prefix_tokens)
     if not 0 <= prefix_tokens <= rows:
         raise ValueError(f"prefix_tokens must lie in 0 … {rows} (the table's rows), got {prefix_tokens}")
-    old = _grid("old_size", old_size)
-    new = _grid("new_size", new_size, len(old))
+    old, new = _grids(old_size, new_size)
     if len(new) != len(old):
         raise ValueError(f"old_size {old} and new_size {new} must have the same number of axes")
     if rows - prefix_tokens != math.prod(old):
