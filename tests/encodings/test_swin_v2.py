@@ -10,6 +10,7 @@ import torch
 
 import posenc
 import posenc.attention
+from posenc.encodings.swin_v2 import log_spaced_offsets
 from posenc.functional import grid_positions
 
 
@@ -48,6 +49,20 @@ def test_one_set_of_weights_serves_a_larger_window_and_fractional_coordinates():
     )
     half = swin_v2.bias(small.double() * 0.5, small.double() * 0.5)
     assert torch.isfinite(half).all()
+
+
+def test_the_windows_largest_offsets_map_to_log2_9_over_3():
+    offsets = torch.tensor([[7.0, -3.0], [-7.0, 3.0]], dtype=torch.float64)
+    spaced = log_spaced_offsets(offsets, (8, 4))  # ±7/7·8 and ±3/3·8: ±8 on each axis
+    expected = math.log2(9) / 3  # ≈ 1.057
+    torch.testing.assert_close(spaced, torch.tensor([[expected, -expected], [-expected, expected]]).double())
+
+
+def test_parameters_at_size_zero_are_the_instances_own():
+    swin_v2 = posenc.build("swin_v2", n_heads=3, window=8, hidden=16)
+    counted = sum(p.numel() for p in swin_v2.parameters())
+    assert swin_v2.count_parameters(0, 0, 0) == counted == 3 * 16 + 16 * 3
+    assert swin_v2.count_parameters(0, 0, 5) == 3 * 16 + 16 * 5
 
 
 def test_gradients_reach_the_mlp_through_attention():

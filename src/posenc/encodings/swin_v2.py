@@ -16,7 +16,7 @@ OFFSET_SCALE = 8.0
 
 def log_spaced_offsets(offsets: torch.Tensor, window: tuple[int, int]) -> torch.Tensor:
     """Swin v2's coordinates of 2-D offsets ``[..., 2]`` (dy, dx): each axis scaled so that the window's
-    largest offset W − 1 becomes 8, then sign(x)·log2(1 + |x|)/log2(8), so ±8 maps to ±1.04."""
+    largest offset W − 1 becomes 8, then sign(x)·log2(1 + |x|)/log2(8), so ±8 maps to ±log2(9)/3 ≈ ±1.057."""
     scaled = (
         offsets
         / torch.tensor([w - 1 for w in window], dtype=offsets.dtype, device=offsets.device)
@@ -87,7 +87,7 @@ class ContinuousPositionBias(PositionalEncoding):
         return 2
 
     def count_parameters(self, max_len: int, d_model: int, n_heads: int) -> int:
-        return 3 * self.hidden + self.hidden * n_heads
+        return 3 * self.hidden + self.hidden * (n_heads or self.n_heads)
 
     def _checked(self, q_positions, k_positions) -> tuple[torch.Tensor, torch.Tensor]:
         q_positions, k_positions = (
