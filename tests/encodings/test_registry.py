@@ -7,6 +7,7 @@ import torch
 
 import posenc
 from posenc.encodings import KINDS, PositionalEncoding
+from posenc.encodings.base import trainable_parameters
 from tests.conftest import ENCODING_KWARGS
 
 
@@ -60,6 +61,13 @@ def test_parameter_formula_matches_the_module(name):
     counted = sum(p.numel() for p in encoding.parameters())
     kwargs = ENCODING_KWARGS[name]
     assert encoding.count_parameters(kwargs.get("max_len", 0), kwargs.get("d_model", 0), 4) == counted
+
+
+@pytest.mark.parametrize("name", posenc.available())
+def test_parameters_at_size_zero_are_the_instances_own(name):
+    # count_parameters reads a size of 0 as the instance's own: learned, T5 and Swin counted 0 rows or heads
+    encoding = posenc.build(name, **ENCODING_KWARGS[name])
+    assert encoding.count_parameters(0, 0, 0) == trainable_parameters(encoding)
 
 
 def test_unknown_encoding_names_list_the_valid_ones():

@@ -202,7 +202,7 @@ class T5RelativeBias(BiasEncoding):
         )
 
     def count_parameters(self, max_len: int, d_model: int, n_heads: int) -> int:
-        return self.num_buckets * n_heads
+        return self.num_buckets * (n_heads or self.n_heads)
 
     def buckets(self, relative_position: torch.Tensor) -> torch.Tensor:
         clamped = relative_position.clamp(-self.max_distance, self.max_distance)
@@ -272,7 +272,7 @@ class SwinRelativeBias(BiasEncoding):
         )
 
     def count_parameters(self, max_len: int, d_model: int, n_heads: int) -> int:
-        return swin_table_size(self.window) * n_heads
+        return swin_table_size(self.window) * (n_heads or self.n_heads)
 
     @property
     def window_shape(self) -> tuple[int, int]:

@@ -58,7 +58,7 @@ class LearnedEncoding(AdditiveEncoding):
         self.reset_parameters()
 
     def count_parameters(self, max_len: int, d_model: int, n_heads: int) -> int:
-        return max_len * d_model
+        return (max_len or self.max_len) * (d_model or self.d_model)
 
     @property
     def position_limit(self) -> int:
