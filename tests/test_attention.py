@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import runpy
 from pathlib import Path
 
@@ -226,6 +227,36 @@ def test_positions_of_the_wrong_shape_are_refused():
     attention = MultiHeadAttention(32, 4, encoding=posenc.build("rope", d_head=8))
     with pytest.raises(ValueError, match=r"positions must have shape \[6\] or \[2, 6\]"):
         attention(torch.zeros(2, 6, 32), torch.arange(5))
+
+
+@pytest.mark.parametrize("name", posenc.available())
+def test_attend_refuses_positions_that_do_not_fit_q_and_k(name):
+    # Kerple's, FIRE's and Sandwich's bias for one query position broadcast over all 5 queries
+    encoding = posenc.build(name, **ENCODING_KWARGS[name])
+    attention = MultiHeadAttention(D_MODEL, HEADS, encoding=encoding)
+    q = k = v = torch.randn(2, HEADS, 5, D_MODEL // HEADS)
+    line = encoding.along_line(torch.arange(5))  # [5] or [5, n]
+    coordinates = "".join(f", {n}" for n in line.shape[1:])
+    misfits = [
+        (encoding.along_line(torch.tensor([4])), line, "q_positions"),
+        (line, encoding.along_line(torch.arange(6)), "k_positions"),
+        (line.expand(3, *line.shape), line, "q_positions"),
+    ]
+    for backend in ATTENTION:
+        attention.backend = backend
+        for q_positions, k_positions, bad in misfits:
+            expected = f"{bad} must have shape [5{coordinates}] or [2, 5{coordinates}] to match"
+            with pytest.raises(ValueError, match=re.escape(expected)):
+                attention.attend(q, k, v, q_positions, k_positions)
+
+
+def test_attend_without_positions_puts_the_queries_last_among_the_keys():
+    attention = MultiHeadAttention(
+        D_MODEL, HEADS, encoding=posenc.build("alibi", n_heads=HEADS), backend="eager"
+    )
+    q, k, v = torch.randn(2, HEADS, 3, 8), torch.randn(2, HEADS, 7, 8), torch.randn(2, HEADS, 7, 8)
+    expected = attention.attend(q, k, v, torch.arange(4, 7), torch.arange(7))
+    assert torch.equal(attention.attend(q, k, v, None, None), expected)
 
 
 def test_a_kv_cache_holds_rotated_keys_and_their_positions():

@@ -34,7 +34,7 @@ from torch import nn
 from posenc._validation import check_bool, check_positive_int
 from posenc.backends import ATTENTION, check_backend
 from posenc.encodings import PositionalEncoding, build
-from posenc.encodings.base import resolve_positions
+from posenc.encodings.base import query_key_positions, resolve_positions
 from posenc.kernels.per_distance import per_distance_attention
 from posenc.kv_cache import KVCache
 
@@ -148,15 +148,25 @@ class MultiHeadAttention(nn.Module):
         q: torch.Tensor,
         k: torch.Tensor,
         v: torch.Tensor,
-        q_positions: torch.Tensor,
-        k_positions: torch.Tensor,
+        q_positions: torch.Tensor | None,
+        k_positions: torch.Tensor | None,
     ) -> torch.Tensor:
         """softmax(q·kᵀ·scale + bias + terms + mask)·v for q ``[b, h, i, d]``, k, v ``[b, h_kv, j, d]``;
         scale is the encoding's ``logit_scale(d_head)``, 1/√d by default.
 
         The bias is the encoding's ``bias`` (or, on flex, its ``score_mod``); the terms its
         ``score_terms``, which read q and k. Every backend serves every encoding.
+
+        q_positions ``[i]`` / ``[b, i]`` and k_positions ``[j]`` / ``[b, j]`` (``[i, n]`` / ``[b, i, n]`` …
+        for an encoding of n axes); None: keys 0 … j − 1, queries the last i of them.
+
+        Raises:
+            ValueError: positions whose shape does not match q or k (a bias of other positions would
+                broadcast over the queries).
         """
+        q_positions, k_positions = query_key_positions(
+            q, k, q_positions, k_positions, columns=self.encoding.position_columns
+        )  # [(b,) i(, n)], [(b,) j(, n)]
         terms = self.encoding.score_terms(
             q, k, q_positions, k_positions, project=self.project_heads
         )  # [b, h, i, j] or None

@@ -18,6 +18,7 @@ from posenc.backends import ATTENTION
 from posenc.encodings import deberta
 from posenc.encodings.deberta import DisentangledAttention, deberta_log_bucket
 from posenc.model import TransformerEncoder, TransformerLM
+from tests.encodings.test_shaw import misfit_message, misfit_positions
 from tests.reference.deberta_loop import delta, disentangled_attention, log_bucket
 
 D_MODEL, HEADS = 16, 2
@@ -444,3 +445,16 @@ def test_bad_positions_and_heads_are_refused():
     with torch.no_grad():  # distances of 4·10^9 fall in the last bucket
         far = encoding.score_terms(q, k, torch.arange(5) * 10**9, torch.arange(5))
     assert math.isfinite(float(far.abs().max()))
+
+
+@misfit_positions
+@pytest.mark.parametrize("share_att_key", [True, False])
+def test_positions_that_do_not_fit_q_and_k_are_refused(share_att_key, q_positions, k_positions, name, shape):
+    # they crashed inside torch's expand or broadcast, naming no position
+    encoding = posenc.build(
+        "deberta", d_model=D_MODEL, n_heads=HEADS, position_buckets=4, max_relative_positions=8,
+        share_att_key=share_att_key,
+    )  # fmt: skip
+    q = k = torch.randn(2, HEADS, 5, D_MODEL // HEADS)
+    with pytest.raises(ValueError, match=misfit_message(name, shape)):
+        encoding.score_terms(q, k, q_positions, k_positions)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -26,6 +27,30 @@ CONFIGS = [
     pytest.param({"variant": "relative_key", "max_len": 12}, id="relative_key"),
     pytest.param({"variant": "relative_key_query", "max_len": 12}, id="relative_key_query"),
 ]
+
+#: Positions that do not fit queries and keys ``[2, h, 5, d]``: (q_positions, k_positions, the ones named
+#: in the error, their shape).
+MISFIT_POSITIONS = {
+    "one position for 5 queries": (torch.tensor([4]), torch.arange(5), "q_positions", (1,)),
+    "4 positions for 5 queries": (torch.arange(4), torch.arange(5), "q_positions", (4,)),
+    "6 positions for 5 keys": (torch.arange(5), torch.arange(6), "k_positions", (6,)),
+    "3 rows for a batch of 2": (
+        torch.arange(5).repeat(3, 1),
+        torch.arange(5).repeat(3, 1),
+        "q_positions",
+        (3, 5),
+    ),
+    "1 row for a batch of 2": (torch.arange(5), torch.arange(5)[None], "k_positions", (1, 5)),
+}
+misfit_positions = pytest.mark.parametrize(
+    ("q_positions", "k_positions", "name", "shape"), MISFIT_POSITIONS.values(), ids=MISFIT_POSITIONS
+)
+
+
+def misfit_message(name: str, shape: tuple[int, ...]) -> str:
+    """The error naming positions ``name`` of ``shape`` that do not fit 5 queries or keys in a batch of 2."""
+    expected = rf"{name} must have shape \[5\] or \[2, 5\] to match an input of shape \(2, \d+, 5, \d+\)"
+    return rf"{expected}, got {re.escape(str(shape))}"
 
 
 def hooks_attention(encoding, q, k, v, q_positions, k_positions, *, causal):
@@ -315,6 +340,19 @@ def test_distances_beyond_berts_table_and_wrong_head_widths_are_named():
         bert.score_terms(q, q, torch.arange(5), torch.arange(5))
     with pytest.raises(ValueError, match=r"q and k must be \[b, h, s, d_head=8\], got \(1, 2, 5, 4\)"):
         ShawRelativePosition(8).score_terms(q[..., :4], q[..., :4], torch.arange(5), torch.arange(5))
+
+
+@misfit_positions
+@pytest.mark.parametrize("kwargs", CONFIGS)
+def test_positions_that_do_not_fit_q_and_k_are_refused(kwargs, q_positions, k_positions, name, shape):
+    # they crashed inside torch's expand, or (6 keys' positions for 5 keys) gave [b, h, 5, 6] terms
+    encoding = ShawRelativePosition(D, **kwargs)
+    q = k = torch.randn(B, H, 5, D)
+    with pytest.raises(ValueError, match=misfit_message(name, shape)):
+        encoding.score_terms(q, k, q_positions, k_positions)
+    if encoding.values:
+        with pytest.raises(ValueError, match=misfit_message(name, shape)):
+            encoding.value_terms(torch.rand(B, H, 5, 5), q_positions, k_positions)
 
 
 def test_the_clipped_rows_sum_many_weights_without_float32_drift():

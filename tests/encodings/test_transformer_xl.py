@@ -13,7 +13,7 @@ from posenc.backends import ATTENTION
 from posenc.encodings.transformer_xl import TransformerXLRelative, skew
 from posenc.functional.sinusoidal import sinusoidal_table
 from posenc.model import TransformerEncoder, TransformerLM
-from tests.encodings.test_shaw import LargestTensor, hooks_attention
+from tests.encodings.test_shaw import LargestTensor, hooks_attention, misfit_message, misfit_positions
 from tests.reference.transformer_xl_loop import sinusoid, transformer_xl_attention_loop
 
 B, H, D = 2, 4, 8
@@ -240,3 +240,20 @@ def test_heads_and_widths_that_do_not_match_are_named():
         encoding.score_terms(q[:, :2], q[:, :2], torch.arange(5), torch.arange(5))
     with pytest.raises(ValueError, match=r"d_head=8"):
         encoding.score_terms(q[..., :4], q[..., :4], torch.arange(5), torch.arange(5))
+
+
+@misfit_positions
+def test_positions_that_do_not_fit_q_and_k_are_refused(q_positions, k_positions, name, shape):
+    # 4 query positions for 5 queries gave [b, h, 5, 5] terms read off another row of the rel-shift
+    encoding = TransformerXLRelative(D_MODEL, H)
+    q = k = torch.randn(B, H, 5, D)
+    with pytest.raises(ValueError, match=misfit_message(name, shape)):
+        encoding.score_terms(q, k, q_positions, k_positions)
+
+
+def test_the_rel_shift_refuses_a_table_of_another_width():
+    per_distance = torch.zeros(1, 1, 3, 6)  # 3 queries, 3 keys need 5 columns
+    with pytest.raises(
+        ValueError, match=r"\[b, h, 3, 5\] for 3 queries and k_len=3 keys, got \(1, 1, 3, 6\)"
+    ):
+        skew(per_distance, 3)

@@ -54,8 +54,9 @@ def resolve_positions(
     seq_dim: int,
     columns: int = 1,
     start: int | torch.Tensor = 0,
+    name: str = "positions",
 ) -> torch.Tensor:
-    """Positions for the sequence axis ``seq_dim`` of x, on x's device.
+    """Positions for the sequence axis ``seq_dim`` of x, on x's device (errors call them ``name``).
 
     One column (``columns=1``): ``[s]`` or ``[b, s]``, int64. Several (positions on n axes):
     ``[s, n]`` or ``[b, s, n]``, int64 or float64 (:func:`posenc._validation.as_coordinates`).
@@ -72,19 +73,48 @@ def resolve_positions(
         return line if columns == 1 else line.unsqueeze(-1).expand(*line.shape, columns)
     batch = x.shape[0]
     if columns == 1:
-        positions = as_positions(positions, device=x.device)
+        positions = as_positions(positions, device=x.device, name=name)
         if positions.shape in ((seq_len,), (batch, seq_len)):
             return positions
         expected = f"[{seq_len}] or [{batch}, {seq_len}]"
     else:
-        positions = as_coordinates(positions, columns, device=x.device)
+        positions = as_coordinates(positions, columns, device=x.device, name=name)
         if positions.shape in ((seq_len, columns), (batch, seq_len, columns)):
             return positions
         expected = f"[{seq_len}, {columns}] or [{batch}, {seq_len}, {columns}]"
     raise ValueError(
-        f"positions must have shape {expected} to match an input of shape {tuple(x.shape)}, "
+        f"{name} must have shape {expected} to match an input of shape {tuple(x.shape)}, "
         f"got {tuple(positions.shape)}"
     )
+
+
+def query_key_positions(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_positions: torch.Tensor | None,
+    k_positions: torch.Tensor | None,
+    *,
+    columns: int = 1,
+    key_dim: int = 2,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positions of the queries ``[b, h, i, d]`` and keys ``[b, h_kv, j, d]``, checked against them.
+
+    Each is ``[i]`` or ``[b, i]`` (``[j]`` / ``[b, j]``), or with ``columns`` n > 1 coordinates ``[i, n]`` or
+    ``[b, i, n]`` (:func:`resolve_positions`). None means keys 0 … j − 1 and queries the last i of them,
+    as in decoding. Positions of another length or batch would broadcast into the terms of other tokens.
+    ``key_dim``: k's sequence axis (3 where k is the attention weights ``[b, h, i, j]``).
+
+    Raises:
+        ValueError: positions whose shape does not match q or k (the expected shapes named), and
+            the errors of :func:`resolve_positions`.
+    """
+    q_len, k_len = q.shape[2], k.shape[key_dim]
+    start = k_len - q_len if q_len <= k_len else 0
+    q_positions = resolve_positions(
+        q_positions, q, seq_dim=2, columns=columns, start=start, name="q_positions"
+    )
+    k_positions = resolve_positions(k_positions, k, seq_dim=key_dim, columns=columns, name="k_positions")
+    return q_positions, k_positions
 
 
 def _line(start: int | torch.Tensor, seq_len: int, device: torch.device) -> torch.Tensor:

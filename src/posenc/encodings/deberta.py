@@ -24,7 +24,7 @@ from posenc._validation import (
     check_positive_int,
     pair_positions,
 )
-from posenc.encodings.base import PositionalEncoding
+from posenc.encodings.base import PositionalEncoding, query_key_positions
 
 #: The position terms DeBERTa adds to the content term q·k (transformers' ``pos_att_type``).
 TERMS = ("c2p", "p2c")
@@ -297,7 +297,8 @@ class DisentangledAttention(PositionalEncoding):
         q ``[b, h, i, d]``, k ``[b, h_kv, j, d]``; positions ``[i]`` / ``[b, i]`` and ``[j]`` / ``[b, j]``.
 
         Raises:
-            ValueError: heads or width that are not the encoding's, positions that do not fit
+            ValueError: heads or width that are not the encoding's, positions whose shape does not match q
+                or k (:func:`~posenc.encodings.base.query_key_positions`) or that do not fit
                 (:meth:`relative_index`).
         """
         b, h, _, d = q.shape
@@ -307,7 +308,7 @@ class DisentangledAttention(PositionalEncoding):
                 f"DeBERTa's terms take q [b, n_heads={self.n_heads}, i, d_head={self.d_head}] and k with a "
                 f"divisor of n_heads as heads, got q {tuple(q.shape)} and k {tuple(k.shape)}"
             )
-        index = self.relative_index(q_positions, k_positions)  # [(b,) i, j]
+        index = self.relative_index(*query_key_positions(q, k, q_positions, k_positions))  # [(b,) i, j]
         index = index.unsqueeze(-3) if index.dim() == 3 else index  # [(b, 1,) i, j]
         pos_query, pos_key = self.position_heads(project)  # [h, 2S, d] each, or None
         scale = math.sqrt(d * self.scale_factor)

@@ -46,7 +46,7 @@ from posenc._validation import (
     check_positive_int,
     pair_positions,
 )
-from posenc.encodings.base import PositionalEncoding
+from posenc.encodings.base import PositionalEncoding, query_key_positions
 
 #: Shaw et al.'s clipped table, and BERT's two unclipped ones (transformers 4.x names).
 VARIANTS = ("shaw", "relative_key", "relative_key_query")
@@ -239,11 +239,12 @@ class ShawRelativePosition(PositionalEncoding):
     ) -> torch.Tensor:
         """q_i·w_row(i,j) / √d (and k_j·e_row(i,j) / √d for ``relative_key_query``): ``[b, h, i, j]``.
 
-        q ``[b, h, i, d]``, k ``[b, h_kv, j, d]``. Computed per table row (``q @ wᵀ``, ``[b, h, i, rows]``)
-        and gathered by each pair's row.
+        q ``[b, h, i, d]``, k ``[b, h_kv, j, d]``; positions ``[i]`` / ``[b, i]`` and ``[j]`` / ``[b, j]``
+        (:func:`~posenc.encodings.base.query_key_positions`). Computed per table row (``q @ wᵀ``,
+        ``[b, h, i, rows]``) and gathered by each pair's row.
         """
         q, k = self._checked_heads(q, k)
-        rows = self.rows(q_positions, k_positions)  # [(b,) i, j]
+        rows = self.rows(*query_key_positions(q, k, q_positions, k_positions))  # [(b,) i, j]
         table = self.key_table.to(q.dtype)  # [rows, d]
         terms = gather_rows(q @ table.T, rows)  # [b, h, i, j]
         if self.variant == "relative_key_query":
@@ -264,7 +265,8 @@ class ShawRelativePosition(PositionalEncoding):
         without relative values. The weights are summed per table row first (``[b, h, i, 2k + 1]``)."""
         if not self.values:
             return None
-        rows = self.rows(q_positions, k_positions)
+        positions = query_key_positions(weights, weights, q_positions, k_positions, key_dim=3)
+        rows = self.rows(*positions)  # [(b,) i, j]
         per_row = sum_by_row(weights, rows, self.n_rows)  # [b, h, i, rows]
         return per_row @ self.value_table.to(weights.dtype)  # [b, h, i, d]
 

@@ -45,7 +45,7 @@ from posenc._validation import (
     check_positive_int,
     pair_positions,
 )
-from posenc.encodings.base import PositionalEncoding
+from posenc.encodings.base import PositionalEncoding, query_key_positions
 from posenc.functional.angles import reduced_angles_unchecked
 from posenc.functional.sinusoidal import sinusoidal_frequency_pieces, sinusoidal_table
 
@@ -68,8 +68,16 @@ def skew(per_distance: torch.Tensor, k_len: int) -> torch.Tensor:
     (top the last query's position minus the first key's; D = N + k_len − 1 columns), the pair (n, m)
     has distance top − (N − 1 − n + m). The flattened rows read from offset N − 1 with a row stride
     of D − 1 (Huang et al., 2018's skewing, without its padding).
+
+    Raises:
+        ValueError: a table whose width is not N + k_len − 1 (the view would read other distances).
     """
     b, h, n, width = per_distance.shape
+    if width != n + k_len - 1:
+        raise ValueError(
+            f"per_distance must be [b, h, n, n + k_len − 1] = [b, h, {n}, {n + k_len - 1}] for {n} queries "
+            f"and k_len={k_len} keys, got {tuple(per_distance.shape)}"
+        )
     if n == 1:
         return per_distance[..., :k_len]
     flat = per_distance.reshape(b, h, n * width)[..., n - 1 : n - 1 + n * (width - 1)]
@@ -179,10 +187,11 @@ class TransformerXLRelative(PositionalEncoding):
     ) -> torch.Tensor:
         """(q_i·W_{k,R}R_{i−j} + u·k_j + v·W_{k,R}R_{i−j}) / √d_head, ``[b, h, i, j]``.
 
-        q ``[b, h, i, d_head]``, k ``[b, h_kv, j, d_head]``; positions ``[s]`` or ``[b, s]``.
+        q ``[b, h, i, d_head]``, k ``[b, h_kv, j, d_head]``; positions ``[i]`` / ``[b, i]`` and ``[j]`` /
+        ``[b, j]`` (:func:`~posenc.encodings.base.query_key_positions`).
         """
         q, k = self._checked_heads(q, k)
-        q_positions, k_positions = pair_positions(q_positions, k_positions)
+        q_positions, k_positions = pair_positions(*query_key_positions(q, k, q_positions, k_positions))
         top, width, index = self.distance_columns(q_positions, k_positions)
         distances = top.unsqueeze(-1) - torch.arange(width, device=top.device)  # [(b,) D]
         query = q + self.v.to(q.dtype).unsqueeze(-2)  # q_i + v: [b, h, i, d]
