@@ -66,8 +66,15 @@ def test_the_gpu_preset_runs_kazemnejads_five_on_five_algorithmic_tasks_and_ever
     assert set(gpu.tasks) == set(presets.TASKS)
     for task in gpu.sweep_tasks:
         assert gpu.tasks[task].encodings == presets.KAZEMNEJAD_ENCODINGS
-        assert gpu.tasks[task].eval_lengths(gpu.tasks[task].train_length) == (20, 25, 30, 35, 40)
+        expected = (8, 10, 12, 14, 16) if task == "summation" else (20, 25, 30, 35, 40)  # the paper's L
+        assert gpu.tasks[task].eval_lengths(gpu.tasks[task].train_length) == expected
     assert gpu.tasks["lm"].encodings is None and gpu.tasks["grid"].encodings is None
+
+
+def test_the_cpu_preset_trains_summation_on_kazemnejads_lengths():
+    summation = PRESETS["cpu"].tasks["summation"]
+    assert summation.train_length == 8 and summation.eval_lengths(8) == (8, 10, 12, 16)
+    assert summation.encodings == presets.KAZEMNEJAD_ENCODINGS
 
 
 def test_sqrt_scales_token_embeddings_by_the_square_root_of_the_models_width():

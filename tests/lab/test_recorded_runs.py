@@ -20,6 +20,7 @@ DOCS = Path(__file__).parents[2] / "docs"
 RECORDED = [
     ("cpu-records.sqlite", "cpu"),  # `make lab`, and runs added after it
     ("cpu-records.sqlite", "grid"),  # `make lab-grid`
+    ("cpu-summation-records.sqlite", "cpu"),  # the cpu preset's summation (trained on 1 … 8 symbols)
     ("gpu-records.sqlite", "gpu"),  # `make lab-gpu` on one H200, stopped by the time limit
     ("extension-records.sqlite", "extension"),  # `make lab-extension`
 ]
@@ -27,7 +28,8 @@ RECORDED = [
 SWEEPS = [
     ("cpu-records.sqlite", "cpu", 117),  # 60 runs and 3 scaled by √d in `make lab`, 54 added after it
     ("cpu-records.sqlite", "grid", 21),  # 18 runs and 3 scaled 2-D sin-cos runs
-    ("gpu-records.sqlite", "gpu", 69),  # 69 of 75: the summation runs of ALiBi and RoPE were not run
+    ("cpu-summation-records.sqlite", "cpu", 15),  # the five encodings, 3 seeds
+    ("gpu-records.sqlite", "gpu", 60),  # 60 of 75: summation (on 1 … 8 symbols) not run
 ]
 
 
