@@ -169,7 +169,9 @@ def train(
         torch.set_rng_state(state["torch_rng"])
         step, losses, train_seconds = state["step"], state["losses"], state["train_seconds"]
         resumed_from = [*state["resumed_from"], step]
-    wrapped = nn.parallel.DistributedDataParallel(model) if context.ddp else model
+    # buffers are not broadcast: an encoding's are constants or caches of the positions it has seen (RoPE's
+    # angles), which differ in size between ranks that train on different positions
+    wrapped = nn.parallel.DistributedDataParallel(model, broadcast_buffers=False) if context.ddp else model
     rows = context.shard(config.train.batch_size)
     positions = task.positions(model.encoding, config.batch_length)  # None: 0 … s − 1
     if positions is not None:
