@@ -14,7 +14,7 @@ import time
 from posenc.lab.records import Records
 from tests.lab.helpers import lab_command, lab_subprocess
 
-STEPS = 1500
+STEPS = 400  # killed about 0.3 s after its first checkpoint (step 50): near step 100 here
 ARGS = ("run", "--preset", "smoke", "--task", "lm", "--encodings", "rope", "--seeds", "0")
 OPTIONS = ("--steps", str(STEPS), "--checkpoint-every", "50", "--threads", "1", "--no-progress")
 

@@ -53,6 +53,7 @@ def test_every_figure_builds_labelled_titled_and_with_its_data_artists(built):
         assert by_gid(figure), f"{stem}: no data artist carries a gid"
 
 
+@pytest.mark.slow  # the report tests write every figure's PNG in the default run
 def test_every_figure_renders_to_png(built):
     for stem, (_, figure) in built.items():
         buffer = io.BytesIO()
