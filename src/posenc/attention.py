@@ -140,7 +140,7 @@ class MultiHeadAttention(nn.Module):
             cache.append(k, v, positions, self.encoding.position_columns)
             k, v, k_positions = cache.keys, cache.values, cache.positions
             q, k = self.encoding.rotate(q, k, positions, k_positions)
-        out = self.attend(q, k, v, positions, k_positions)  # [b, h, s, d]
+        out = self._attend_at(q, k, v, positions, k_positions)  # [b, h, s, d]
         return self.out_proj(out.transpose(1, 2).reshape(b, s, self.n_heads * self.d_head))
 
     def attend(
@@ -167,6 +167,18 @@ class MultiHeadAttention(nn.Module):
         q_positions, k_positions = query_key_positions(
             q, k, q_positions, k_positions, columns=self.encoding.position_columns
         )  # [(b,) i(, n)], [(b,) j(, n)]
+        return self._attend_at(q, k, v, q_positions, k_positions)
+
+    def _attend_at(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        q_positions: torch.Tensor,
+        k_positions: torch.Tensor,
+    ) -> torch.Tensor:
+        """:meth:`attend` at positions already resolved and checked against q and k (as :meth:`forward_at`
+        has them: once per model call, not again in every layer)."""
         terms = self.encoding.score_terms(
             q, k, q_positions, k_positions, project=self.project_heads
         )  # [b, h, i, j] or None

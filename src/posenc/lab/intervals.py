@@ -6,6 +6,7 @@ position) is averaged in bins equally wide on a log scale of the position before
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 
@@ -30,6 +31,7 @@ def _t_density(x: float, df: int) -> float:
     return math.exp(log_norm - (df + 1) / 2 * math.log1p(x * x / df))
 
 
+@functools.cache  # every table cell and curve bin asks for the same few
 def t_quantile(probability: float, df: int) -> float:
     """The ``probability`` quantile (at least ½) of Student's t with ``df`` degrees of freedom, by Newton's
     method on its distribution function (starting at the normal quantile, which lies below it)."""
