@@ -34,6 +34,10 @@ from posenc.functional.sinusoidal import sinusoidal_frequency_pieces
 #: The spread of the heads' scales, as ALiBi's slopes 2^(−8h/H): head h divides by 8h/H.
 HEAD_SPREAD = 8.0
 
+#: Frequencies the compiled bias sums in one step: the compiler unrolls the loop, so d′ = 128 traces 8
+#: steps instead of 64, for 8 times the memory of one frequency.
+_FREQUENCIES_AT_ONCE = 8
+
 
 @functools.lru_cache(maxsize=16)
 def sandwich_frequency_pieces(d_position: int, base: float) -> torch.Tensor:
@@ -145,8 +149,8 @@ class Sandwich(PositionalEncoding):
         rounding of the float64 bias.
 
         Computed once per distinct |i − j| (at most i + j − 1 of them for consecutive positions) and
-        gathered; under torch.compile, where the distinct count is data-dependent, one frequency at a
-        time over the pairs (memory ``[(b,) i, j]``, never ``[(b,) i, j, d′/2]``).
+        gathered; under torch.compile, where the distinct count is data-dependent, eight frequencies at a
+        time over the pairs (memory ``[(b,) i, j, 8]``, never ``[(b,) i, j, d′/2]``).
         """
         q_positions, k_positions = pair_positions(q_positions, k_positions)
         distance = (q_positions.unsqueeze(-1) - k_positions.unsqueeze(-2)).abs()  # [(b,) i, j]
@@ -159,12 +163,13 @@ class Sandwich(PositionalEncoding):
         return values.to(torch.float32)
 
     def _pairwise_shifted_dot(self, distance: torch.Tensor) -> torch.Tensor:
-        """p·p − d′/2 for every pair, a frequency at a time (the compiled path)."""
+        """p·p − d′/2 for every pair, ``_FREQUENCIES_AT_ONCE`` frequencies at a time (the compiled path:
+        a loop the compiler unrolls, so fewer steps trace faster; memory ``[(b,) i, j, 8]``)."""
         pieces = self.pieces
         total = torch.zeros(distance.shape, dtype=torch.float64, device=distance.device)
-        for k in range(pieces.shape[0]):
-            half = reduced_angles_unchecked(distance, pieces[k : k + 1])[..., 0] / 2
-            total = total + half.sin().square()
+        for k in range(0, pieces.shape[0], _FREQUENCIES_AT_ONCE):
+            half = reduced_angles_unchecked(distance, pieces[k : k + _FREQUENCIES_AT_ONCE]) / 2  # [..., ≤ 8]
+            total = total + half.sin().square().sum(dim=-1)
         return -2 * total + 0.0
 
     def score_mod(
