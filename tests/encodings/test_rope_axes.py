@@ -103,6 +103,22 @@ def test_mixed_initialisation_is_the_papers_two_perpendicular_directions_per_hea
     )
 
 
+def test_mixed_initialisation_on_three_axes_draws_rotations_uniformly():
+    # the groups of head h point along the rows of a random rotation: det +1, and uniform (Haar), so that
+    # no direction is favoured; plain QR of a Gaussian gave rows biased by its sign convention (an entry
+    # averaged 0.49 over heads)
+    from posenc.functional.rope import rope_mixed_frequencies
+
+    frequencies = rope_mixed_frequencies(4000, 6, 3, generator=torch.Generator().manual_seed(0))  # [h, 3, 3]
+    directions = frequencies / frequencies.norm(dim=-1, keepdim=True)  # magnitude 1 for r/(2n) = 1
+    torch.testing.assert_close(
+        directions @ directions.transpose(-1, -2), torch.eye(3, dtype=torch.float64).expand(4000, 3, 3)
+    )
+    assert (torch.linalg.det(directions) > 0).all()
+    # uniform rows: each entry averages 0 (within 4 standard errors of 1/√(3·4000))
+    assert directions.mean(dim=0).abs().max() < 4 / (3 * 4000) ** 0.5
+
+
 def test_gradients_reach_the_mixed_frequencies_through_attention():
     torch.manual_seed(0)
     rope = posenc.build("rope", d_head=8, axes=2, mixed=True, n_heads=2)

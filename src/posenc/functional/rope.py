@@ -557,11 +557,25 @@ def rope_mixed_frequencies(
             (torch.stack((phi.cos(), phi.sin()), -1), torch.stack((-phi.sin(), phi.cos()), -1)), 1
         )  # [h, group c, axis a]: φ, φ + π/2
     else:
-        gaussian = torch.randn(n_heads, axes, axes, generator=generator, dtype=torch.float64)
-        directions = torch.linalg.qr(gaussian).Q.transpose(-1, -2)  # [h, c, a]: rows of a random rotation
+        directions = _uniform_rotations(n_heads, axes, generator).transpose(-1, -2)  # [h, c, a]
     return (directions[:, :, None, :] * magnitude[None, None, :, None]).reshape(
         n_heads, rotary_dim // 2, axes
     )
+
+
+def _uniform_rotations(count: int, n: int, generator: torch.Generator | None) -> torch.Tensor:
+    """``count`` rotations of R^n drawn uniformly (Haar measure on SO(n)), float64 ``[count, n, n]``.
+
+    Q of the QR decomposition of a Gaussian matrix, its columns' signs fixed by R's diagonal (Mezzadri,
+    2007: without that, Q is biased by the factorisation's sign convention), then the first column negated
+    where the determinant is −1.
+    """
+    gaussian = torch.randn(count, n, n, generator=generator, dtype=torch.float64)
+    q, r = torch.linalg.qr(gaussian)
+    q = q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)).unsqueeze(-2)  # Haar on O(n)
+    flip = torch.ones(count, n, dtype=torch.float64)
+    flip[:, 0] = torch.sign(torch.linalg.det(q))
+    return q * flip.unsqueeze(-2)  # det +1
 
 
 def rope_mixed_cos_sin(
