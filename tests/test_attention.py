@@ -404,3 +404,38 @@ def test_encodings_on_a_grid_agree_on_every_backend_and_decode_as_the_full_forwa
                 model(x[:, t : t + 1], positions=positions[t : t + 1], caches=caches) for t in range(5, 12)
             ]
             torch.testing.assert_close(torch.cat(steps, dim=1), expected, rtol=1e-6, atol=1e-5)
+
+
+def _rope_layer(backend: str) -> MultiHeadAttention:
+    return MultiHeadAttention(32, 4, encoding=posenc.build("rope", d_head=8), backend=backend)
+
+
+@pytest.mark.parametrize("backend", ["eager", "sdpa", "flex"])
+def test_attend_refuses_more_causal_queries_than_keys(backend):
+    # they used to give NaN rows (eager, flex) or zeros (sdpa): a query with no key to attend to
+    q, k = torch.randn(2, 4, 9, 8), torch.randn(2, 4, 7, 8)
+    with pytest.raises(ValueError, match="9 queries need at least as many keys, got 7"):
+        _rope_layer(backend).attend(q, k, k, None, None)
+
+
+@pytest.mark.parametrize(
+    ("q_shape", "kv_shape", "message"),
+    [
+        ((2, 4, 5, 8), (2, 1, 7, 8), r"k must have shape \[b, 4, s, 8\]"),  # broadcast over the heads
+        ((2, 1, 5, 8), (2, 4, 7, 8), r"q must have shape \[b, 4, s, 8\]"),
+        ((2, 2, 5, 8), (2, 4, 7, 8), r"q must have shape \[b, 4, s, 8\]"),  # crashed inside torch
+        ((2, 4, 5, 8), (1, 4, 7, 8), "q, k and v must share the batch"),  # broadcast over the batch
+        ((2, 4, 5, 6), (2, 4, 7, 6), r"q must have shape \[b, 4, s, 8\]"),
+    ],
+)
+@pytest.mark.parametrize("backend", ["eager", "sdpa", "flex"])
+def test_attend_refuses_heads_batches_or_widths_that_do_not_fit(backend, q_shape, kv_shape, message):
+    q, k = torch.randn(q_shape), torch.randn(kv_shape)
+    with pytest.raises(ValueError, match=message):
+        _rope_layer(backend).attend(q, k, k, None, None)
+
+
+def test_attend_refuses_values_of_other_keys():
+    q, k = torch.randn(2, 4, 5, 8), torch.randn(2, 4, 7, 8)
+    with pytest.raises(ValueError, match="k and v the keys"):
+        _rope_layer("eager").attend(q, k, torch.randn(2, 4, 6, 8), None, None)

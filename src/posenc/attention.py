@@ -161,13 +161,38 @@ class MultiHeadAttention(nn.Module):
         for an encoding of n axes); None: keys 0 … j − 1, queries the last i of them.
 
         Raises:
-            ValueError: positions whose shape does not match q or k (a bias of other positions would
-                broadcast over the queries).
+            ValueError: q, k, v whose batch, heads or width do not fit the layer or each other, fewer keys
+                than causal queries (their rows would have no key), positions whose shape does not
+                match q or k (a bias of other positions would broadcast over the queries).
         """
+        self._check_qkv(q, k, v)
         q_positions, k_positions = query_key_positions(
             q, k, q_positions, k_positions, columns=self.encoding.position_columns
         )  # [(b,) i(, n)], [(b,) j(, n)]
         return self._attend_at(q, k, v, q_positions, k_positions)
+
+    def _check_qkv(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """q ``[b, n_heads, i, d_head]``, k and v ``[b, n_kv_heads, j, d_head]``, and j ≥ i when causal."""
+        for name, tensor, heads in (
+            ("q", q, self.n_heads),
+            ("k", k, self.n_kv_heads),
+            ("v", v, self.n_kv_heads),
+        ):
+            if tensor.dim() != 4 or tensor.shape[1] != heads or tensor.shape[3] != self.d_head:
+                raise ValueError(
+                    f"{name} must have shape [b, {heads}, s, {self.d_head}] for this layer's heads and width, "
+                    f"got {tuple(tensor.shape)}"
+                )
+        if not q.shape[0] == k.shape[0] == v.shape[0] or k.shape[2] != v.shape[2]:
+            raise ValueError(
+                f"q, k and v must share the batch, and k and v the keys: got {tuple(q.shape)}, "
+                f"{tuple(k.shape)}, {tuple(v.shape)}"
+            )
+        if self.causal and k.shape[2] < q.shape[2]:
+            raise ValueError(
+                f"causal attention takes the queries as the last of the keys: {q.shape[2]} queries need at "
+                f"least as many keys, got {k.shape[2]}"
+            )
 
     def _attend_at(
         self,
