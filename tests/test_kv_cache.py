@@ -9,6 +9,7 @@ import torch
 
 import posenc
 from posenc.attention import KVCache
+from posenc.encodings import encoding_class
 from posenc.functional.coordinates import mrope_decode_positions, mrope_positions
 from posenc.model import TransformerLM
 
@@ -197,3 +198,24 @@ def test_swin_v2_decoding_at_fractional_coordinates_after_integer_ones_equals_th
         steps = [model(tokens[:, :3], positions=first, caches=caches)]
         steps.append(model(tokens[:, 3:], positions=second, caches=caches))
     torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-5, atol=1e-5)
+
+
+ADDITIVE = [name for name in posenc.available() if not encoding_class(name).follows_moving_positions]
+
+
+def test_the_encodings_that_add_codes_to_the_embeddings_declare_it():
+    assert {"sinusoidal", "learned", "sinusoidal_2d"} <= set(ADDITIVE)
+    assert "rope" not in ADDITIVE and "alibi" not in ADDITIVE
+
+
+@pytest.mark.parametrize("name", ADDITIVE)
+def test_a_sink_cache_is_refused_for_codes_added_to_the_embeddings(name):
+    # a cached key keeps the code of the place it entered at, so as the window moves every kept token sat
+    # at the same place: decoding differed from a recompute by up to 1.25, silently
+    model = TransformerLM(64, d_model=32, n_layers=1, n_heads=4, encoding=name, max_len=64)
+    message = "adds its position codes to the token embeddings"
+    with pytest.raises(ValueError, match=message):
+        model.new_caches(sinks=2, window=5)
+    with pytest.raises(ValueError, match=message):
+        model(torch.randint(0, 64, (2, 4)), caches=[KVCache(sinks=2, window=5)])
+    model(torch.randint(0, 64, (2, 4)), caches=model.new_caches())  # a cache that keeps every token: fine

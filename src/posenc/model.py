@@ -169,7 +169,18 @@ class TransformerLM(nn.Module):
         self, capacity: int | None = None, *, sinks: int | None = None, window: int | None = None
     ) -> list[KVCache]:
         """One empty KV cache per layer, for incremental decoding (arguments: :class:`posenc.attention.KVCache`)."""
-        return [KVCache(capacity, sinks=sinks, window=window) for _ in self.blocks]
+        caches = [KVCache(capacity, sinks=sinks, window=window) for _ in self.blocks]
+        self._check_cache(caches[0])
+        return caches
+
+    def _check_cache(self, cache: KVCache | None) -> None:
+        """A cache whose positions move (sinks and a window) only for an encoding that follows them."""
+        if cache is not None and cache.positions_move and not self.encoding.follows_moving_positions:
+            raise ValueError(
+                f"{type(self.encoding).__name__} adds its position codes to the token embeddings, which every "
+                "cached key keeps from the place it entered at: a cache keeping sinks and a window needs an "
+                "encoding that reads positions in attention (RoPE, a bias)"
+            )
 
     def forward(
         self,
@@ -188,6 +199,7 @@ class TransformerLM(nn.Module):
         check_token_ids(tokens, self.vocab_size)
         x = self.token_embedding(tokens) * self.embedding_scale  # [b, s, d − added]
         cache = caches[0] if caches else None
+        self._check_cache(cache)
         if positions is None and cache is None and self.random_positions is not None:
             positions = randomized_positions(
                 tokens.shape[0], tokens.shape[1], self.random_positions, device=tokens.device

@@ -18,6 +18,7 @@ class AdditiveEncoding(PositionalEncoding):
     """
 
     kind = "additive"
+    follows_moving_positions = False  # the codes are in the embeddings, so in every cached key
 
     def __init__(self, d_model: int, *, mode: str = "add") -> None:
         super().__init__()

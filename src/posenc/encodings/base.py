@@ -181,6 +181,10 @@ class PositionalEncoding(nn.Module):
     #: Whether a key rotated once stays right for every later query, so a KV cache may hold rotated
     #: keys. Where False, attention caches keys unrotated and rotates them with each call's queries.
     rotated_keys_are_cacheable: bool = True
+    #: Whether the encoding follows positions that move in a cache (StreamingLLM's sinks and window, whose
+    #: tokens take their places in the cache). False where codes are added to the token embeddings: a
+    #: cached key keeps the code of the place it entered at.
+    follows_moving_positions: ClassVar[bool] = True
     #: Whether the encoding counts positions from the content (CoPE's gates on q·k) rather than reading
     #: the positions it is given: the relative-position test then says so instead of a category.
     contextual_positions: ClassVar[bool] = False
