@@ -541,3 +541,28 @@ def test_longrope_under_compile_picks_the_set_on_the_device():
     for length in (12, 20):
         q, k = qk(b=1, h=1, s=length, d=8)
         torch.testing.assert_close(compiled(q, k), rope.rotate(q, k), rtol=0, atol=1e-6)
+
+
+def test_the_xpos_flag_must_be_a_bool():
+    # bool("False") is True: the string turned xPos on
+    with pytest.raises(TypeError, match="xpos must be True or False"):
+        posenc.build("rope", d_head=8, xpos="False")
+
+
+def test_dynamic_ntk_refuses_a_fixed_seq_len():
+    # the table was built at the fixed length for calls below the original length and replaced by the
+    # call's own above it (1.6 apart in cos at positions 100 … 109)
+    args = {"factor": 4.0, "original_max_position_embeddings": 64, "seq_len": 256}
+    with pytest.raises(ValueError, match="scaling='dynamic' follows the length of each call; seq_len=256"):
+        posenc.build("rope", d_head=16, scaling="dynamic", scaling_args=args)
+
+
+@pytest.mark.parametrize("scaling", [None, "dynamic"])
+def test_rotating_no_query_gives_empty_outputs(scaling):
+    # it crashed inside torch (min() of an empty tensor)
+    args = {"factor": 4.0, "original_max_position_embeddings": 64} if scaling else None
+    rope = posenc.build("rope", d_head=8, scaling=scaling, scaling_args=args)
+    q, k = torch.randn(1, 1, 0, 8), torch.randn(1, 1, 4, 8)
+    rotated_q, rotated_k = rope.rotate(q, k)  # queries: the last 0 of the 4 keys
+    assert rotated_q.shape == q.shape
+    torch.testing.assert_close(rotated_k, rope.rotate(k, k)[1])

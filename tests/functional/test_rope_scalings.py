@@ -370,3 +370,35 @@ def test_a_planted_softmax_scale_without_the_square_is_caught():
 def test_bad_serving_scaling_arguments_are_named(call, error, message):
     with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
         call()
+
+
+@pytest.mark.parametrize("gamma", [-1.0, -0.5, 0.0, float("nan"), float("inf")])
+def test_xpos_refuses_a_gamma_outside_its_domain(gamma):
+    # ζ_k = (2k/r + γ)/(1 + γ) lies in (0, 1) only for γ > 0: −0.5 gave ζ = −1 … 0.5, −1 a scale of −inf
+    from posenc.functional.rope import xpos_scale, xpos_zeta
+
+    with pytest.raises(ValueError, match="gamma must be positive and finite"):
+        xpos_zeta(8, gamma=gamma)
+    with pytest.raises(ValueError, match="gamma must be positive and finite"):
+        xpos_scale(torch.tensor([0, 512]), 8, gamma=gamma)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_cos_sin_refuse_frequencies_that_are_not_finite(bad):
+    from posenc.functional.rope import rope_cos_sin
+
+    with pytest.raises(ValueError, match=f"inv_freq must be finite, got {bad}"):
+        rope_cos_sin(4, torch.tensor([bad, 1.0], dtype=torch.float64))
+
+
+def test_longrope_refuses_an_original_length_whose_log_is_zero():
+    # its attention factor divides by log(original_max_position_embeddings): ZeroDivisionError before
+    with pytest.raises(ValueError, match="must be at least 2, got 1"):
+        rope_inv_freq(
+            8,
+            scaling="longrope",
+            short_factor=[1.0] * 4,
+            long_factor=[2.0] * 4,
+            original_max_position_embeddings=1,
+            factor=2.0,
+        )

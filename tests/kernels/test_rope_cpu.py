@@ -535,3 +535,19 @@ def test_eager_autograd_calls_the_kernel_forward_and_backward(monkeypatch):
     cos, sin = _angles(4, 8)
     sum(r.sum() for r in apply_rope_qk(q, k, cos, sin)).backward()
     assert calls == [False, True]  # conjugate: the backward rotates by −θ
+
+
+@pytest.mark.parametrize("backend", ["auto", "native", "eager"])
+def test_inplace_refuses_one_tensor_given_as_both_q_and_k(backend):
+    # the kernels turned it twice (2.39 from one rotation), with no error
+    inv_freq, _ = rope_inv_freq(8)
+    cos, sin = rope_cos_sin(torch.arange(4) + 1, inv_freq)
+    x = torch.randn(1, 1, 4, 8)
+    with pytest.raises(ValueError, match="inplace needs q and k not to share memory"):
+        apply_rope_qk(x, x, cos, sin, inplace=True, backend=backend)
+    fused = torch.randn(1, 4, 2, 8)  # q and k side by side, as a fused projection gives them
+    q, k = fused[:, :, 0].unsqueeze(1), fused[:, :, 1].unsqueeze(1)  # [1, 1, 4, 8], separate elements
+    expected = [apply_rope(t, cos, sin, backend="eager") for t in (q, k)]
+    got = apply_rope_qk(q, k, cos, sin, inplace=True, backend=backend)
+    for g, e in zip(got, expected, strict=True):
+        torch.testing.assert_close(g, e)

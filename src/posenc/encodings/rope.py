@@ -179,7 +179,7 @@ class RotaryEncoding(PositionalEncoding):
         self.layout = check_choice("layout", layout, LAYOUTS)
         self.scaling = scaling
         self.scaling_args = dict(scaling_args or {})
-        self.xpos = bool(xpos)
+        self.xpos = check_bool("xpos", xpos)
         self.xpos_scale_base = check_positive_float("xpos_scale_base", xpos_scale_base)
         self.axes, self.sections = _axis_widths(axes, mixed), _sections(sections)
         self.section_layout = check_choice("section_layout", section_layout, SECTION_LAYOUTS)
@@ -196,6 +196,12 @@ class RotaryEncoding(PositionalEncoding):
         if self.dynamic_length != "call" and self.scaling != "dynamic":
             raise ValueError(
                 f"dynamic_length={self.dynamic_length!r} is for scaling='dynamic', got scaling={self.scaling!r}"
+            )
+        if self.scaling == "dynamic" and "seq_len" in self.scaling_args:
+            raise ValueError(
+                f"scaling='dynamic' follows the length of each call; seq_len={self.scaling_args['seq_len']!r} "
+                "in scaling_args would hold only for calls shorter than original_max_position_embeddings: "
+                "leave it out"
             )
         self.longrope_switch = check_choice("longrope_switch", longrope_switch, LONGROPE_SWITCHES)
         if self.longrope_switch != "refuse" and self.scaling != "longrope":
@@ -378,7 +384,7 @@ class RotaryEncoding(PositionalEncoding):
         on axes), through ``dynamic_length="longest"``'s state; a device scalar under torch.compile."""
         if torch.compiler.is_compiling():
             return torch.stack([p.max() for p in positions]).max() + 1
-        length = max(int(p.max()) for p in positions) + 1
+        length = max((int(p.max()) for p in positions if p.numel()), default=-1) + 1  # 0: no token
         if self.scaling != "dynamic" or self.dynamic_length == "call":
             return length
         # transformers' dynamic_rope_update: grow past the longest length seen, reset below the original
@@ -411,6 +417,10 @@ class RotaryEncoding(PositionalEncoding):
                 )
                 angle = torch.where(seq_len > self._original_length, long, angle)
             return torch.cos(angle) * self.attention_factor, torch.sin(angle) * self.attention_factor
+        if positions.numel() == 0:  # no token: empty tables
+            shape = positions.shape if per_frequency else (*positions.shape, self.rotary_dim // 2)
+            empty = torch.zeros(shape, dtype=torch.float64, device=positions.device)
+            return empty, empty.clone()
         smallest, largest = int(positions.min()), int(positions.max())
         if smallest < 0 or largest >= MAX_POSITION:
             raise ValueError(

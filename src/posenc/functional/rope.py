@@ -253,6 +253,11 @@ def _longrope(
                 "longrope needs factor (max_position_embeddings / original_max_position_embeddings) or attention_factor"
             )
         length = original_max_position_embeddings
+        if factor > 1 and length < 2:
+            raise ValueError(
+                "longrope's attention factor divides by log(original_max_position_embeddings): it must be at "
+                f"least 2, got {length}"
+            )
         attention_factor = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(length))
     use_long = seq_len is not None and seq_len > original_max_position_embeddings
     ext = torch.tensor(long_factor if use_long else short_factor, dtype=torch.float64)
@@ -650,6 +655,10 @@ def rope_cos_sin(
     if not isinstance(inv_freq, torch.Tensor) or inv_freq.dim() != 1:
         raise ValueError(f"inv_freq must be a 1-d tensor [r/2], got {getattr(inv_freq, 'shape', inv_freq)}")
     check_float_tensor("inv_freq", inv_freq)
+    if not torch.compiler.is_compiling():
+        bad = inv_freq[~torch.isfinite(inv_freq)]
+        if bad.numel():
+            raise ValueError(f"inv_freq must be finite, got {float(bad[0])}")
     attention_factor = check_positive_float("attention_factor", attention_factor)
     pieces = split_frequencies(inv_freq.to(torch.float64))
     if axis is None:
@@ -764,6 +773,12 @@ def _check_rotations(items: list[_Item], layout: str, rotary_dim: int | None, in
                     f"inplace needs {name} to own its memory, got an expanded view (shape {tuple(x.shape)}, "
                     f"strides {x.stride()})"
                 )
+        starts = [x.data_ptr() for _, x, _, _ in items if x.numel()]
+        if len(set(starts)) < len(starts):  # views from the same element: it would turn twice
+            raise ValueError(
+                f"inplace needs {' and '.join(name for name, *_ in items)} not to share memory, got views that "
+                "start at the same element (one tensor given as both?)"
+            )
     return rotaries
 
 
@@ -1084,7 +1099,12 @@ XPOS_GAMMA = 0.4
 
 
 def xpos_zeta(rotary_dim: int, gamma: float = XPOS_GAMMA) -> torch.Tensor:
-    """xPos's per-pair decay base ζ_k = (2k/r + γ)/(1 + γ), float64 ``[r/2]``, each in (0, 1)."""
+    """xPos's per-pair decay base ζ_k = (2k/r + γ)/(1 + γ), float64 ``[r/2]``, each in (0, 1) for γ > 0.
+
+    Raises:
+        ValueError: γ not positive and finite (ζ_0 = γ/(1 + γ) would be 0 or less).
+    """
+    gamma = check_positive_float("gamma", gamma)
     return (_exponents(check_even_positive_int("rotary_dim", rotary_dim)) + gamma) / (1 + gamma)
 
 
