@@ -9,6 +9,7 @@ import torch
 
 import posenc
 import posenc.model
+from tests.conftest import ENCODING_KWARGS
 
 
 @pytest.mark.parametrize(
@@ -93,3 +94,29 @@ def test_small_swin_windows_offer_translations_inside_the_window(window):
 def test_a_one_token_swin_window_has_no_translation():
     with pytest.raises(ValueError, match="a 1×1 Swin window leaves no room to shift a token"):
         posenc.build("swin", n_heads=2, window=1).translations(8)
+
+
+def _score_mod_at_offsets(encoding, **offsets) -> torch.Tensor:
+    b = torch.zeros(1, 1, 1, 1, dtype=torch.long)
+    h = torch.arange(4).view(1, 4, 1, 1)
+    q_idx, kv_idx = torch.arange(3).view(1, 1, 3, 1), torch.arange(5).view(1, 1, 1, 5)
+    return encoding.score_mod(**offsets)(torch.zeros(1, 4, 3, 5), b, h, q_idx, kv_idx)
+
+
+@pytest.mark.parametrize("name", ["alibi", "t5", "swin", "kerple"])
+@pytest.mark.parametrize("argument", ["q_offset", "kv_offset"])
+def test_score_mod_refuses_a_fractional_offset(name, argument):
+    # ALiBi gave a bias between positions (−0.625 …), T5 and Swin crashed inside torch
+    encoding = posenc.build(name, **ENCODING_KWARGS[name])
+    with pytest.raises(TypeError, match=f"{argument} must be an integer, got 2.5"):
+        _score_mod_at_offsets(encoding, **{argument: 2.5})
+
+
+@pytest.mark.parametrize("offset", [-3, 47])
+def test_swins_score_mod_takes_no_offsets(offset):
+    # −3 wrapped round to other rows of the table silently; 47 read past it inside torch
+    swin = posenc.build("swin", n_heads=4)
+    with pytest.raises(ValueError, match=f"takes no offsets, got q_offset={offset}"):
+        _score_mod_at_offsets(swin, q_offset=offset)
+    expected = swin.bias(torch.arange(3), torch.arange(5))  # [h, i, j]
+    torch.testing.assert_close(_score_mod_at_offsets(swin)[0], expected)

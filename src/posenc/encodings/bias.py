@@ -14,6 +14,7 @@ from torch import nn
 
 from posenc._validation import (
     as_positions,
+    check_int,
     check_on_device,
     check_positive_float,
     check_positive_int,
@@ -61,6 +62,7 @@ class BiasEncoding(PositionalEncoding):
             q_positions, k_positions = self._checked(q_positions, k_positions)
         elif q_positions is not None or k_positions is not None:
             raise ValueError("score_mod takes q_positions and k_positions together, or neither (offsets)")
+        q_offset, kv_offset = self._checked_offsets(q_offset, kv_offset)
         q_position, k_position = _positions(q_positions, q_offset), _positions(k_positions, kv_offset)
 
         def score_mod(score, b, h, q_idx, kv_idx):
@@ -73,6 +75,10 @@ class BiasEncoding(PositionalEncoding):
     ) -> torch.Tensor:
         """The bias for one (query position, key position, head); tensor ops only (runs under vmap)."""
         raise NotImplementedError
+
+    def _checked_offsets(self, q_offset: object, kv_offset: object) -> tuple[int, int]:
+        """The offsets as ints: positions are integers (a fractional offset gave a bias between positions)."""
+        return check_int("q_offset", q_offset), check_int("kv_offset", kv_offset)
 
     def _checked(self, q_positions, k_positions) -> tuple[torch.Tensor, torch.Tensor]:
         """Query and key positions this bias can take (``pair_positions``' checks: shapes, int64 distances)."""
@@ -283,6 +289,18 @@ class SwinRelativeBias(BiasEncoding):
     def position_limit(self) -> int:
         """Positions are the row-major token indices 0 … Wh·Ww − 1 of the window."""
         return self.relative_index.shape[0]
+
+    def _checked_offsets(self, q_offset: object, kv_offset: object) -> tuple[int, int]:
+        """Offsets 0 only: a window's tokens are its indices, with no KV cache to continue (an offset read
+        rows past the table, or wrapped round to other rows below 0)."""
+        q_offset, kv_offset = super()._checked_offsets(q_offset, kv_offset)
+        if q_offset or kv_offset:
+            raise ValueError(
+                f"Swin positions are token indices 0 … {self.position_limit - 1} of one window: its score_mod "
+                f"takes no offsets, got q_offset={q_offset}, kv_offset={kv_offset} (give q_positions and "
+                "k_positions)"
+            )
+        return q_offset, kv_offset
 
     def translations(
         self, seq_len: int, shifts: tuple[int, ...] | None = None
