@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+
+import pytest
 import torch
 
 import posenc
@@ -10,6 +13,7 @@ from posenc.analysis import (
     linear_map_residual,
     norm_change,
     relative_logit_deviation,
+    rotation_matrix,
     sinusoidal_shift_matrix,
 )
 from posenc.encodings import PositionalEncoding
@@ -69,3 +73,37 @@ def test_angle_error_compares_recipes_across_positions():
     ours, theirs = angle_error("posenc", positions, inv_freq), angle_error("float32", positions, inv_freq)
     assert ours.shape == (4,) and bool((ours <= 1.2e-7).all())
     assert float(theirs[0]) < 1e-5 < float(theirs[-1])  # the float32 recipe degrades with position
+
+
+@pytest.mark.parametrize("offset", [-1, 0, 10, 11])
+def test_an_offset_outside_the_table_is_refused_by_name(offset):
+    # −1 compared PE(T − 1) with M·PE(0) and returned a number; 0 and ≥ T failed inside torch
+    table = sinusoidal_table(10, 8, dtype=torch.float64)
+    with pytest.raises(ValueError, match=rf"offset must lie in 1 … 9 .*got {offset}$"):
+        linear_map_residual(table, offset, sinusoidal_shift_matrix(1, 8))
+
+
+def test_an_unknown_angle_recipe_is_refused_with_the_valid_ones():
+    with pytest.raises(ValueError, match="recipe must be one of 'posenc', 'float32'; got 'float16'"):
+        angle_error("float16", torch.arange(3), torch.ones(2))
+
+
+def test_a_rotation_matrix_narrower_than_its_pairs_is_refused():
+    with pytest.raises(ValueError, match="width must be at least r = 8 .*got 4"):
+        rotation_matrix(torch.zeros(4), width=4)
+    assert rotation_matrix(torch.zeros(4), width=10).shape == (10, 10)
+
+
+def test_relative_logit_deviation_needs_a_shift_and_keeps_a_nan():
+    with pytest.raises(ValueError, match=r"shifts must name at least one shift to measure, got \(\)"):
+        relative_logit_deviation(posenc.build("rope", d_head=16), d_head=16, shifts=())
+
+    class NaNPast100(PositionalEncoding):
+        kind = "rotary"
+
+        def rotate(self, q, k, q_positions=None, k_positions=None):
+            broken = (q_positions >= 100)[:, None]  # [s, 1]
+            return q.masked_fill(broken, float("nan")), k
+
+    # the NaN of the last shift vanished in Python's max()
+    assert math.isnan(relative_logit_deviation(NaNPast100(), d_head=16, shifts=(1, 7, 100)))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -15,8 +17,10 @@ from posenc.encodings import (
     PositionalEncoding,
     RotaryEncoding,
     SinusoidalEncoding,
+    T5RelativeBias,
     resolve_positions,
 )
+from posenc.functional.alibi import alibi_bias
 
 #: What the literature claims and the measurement must confirm on the representative instances:
 #: {encoding: {property: holds}}; properties not named are checked elsewhere or do not apply.
@@ -396,3 +400,114 @@ def test_a_bias_is_described_by_its_measured_growth_not_by_alibis_or_t5s_design(
     torch.manual_seed(2)  # a FIRE whose bias is flat beyond 256
     fire = properties(build("fire", n_heads=4))["bounded"]
     assert fire.holds is True and "bucket" not in fire.reason and "stops growing" in fire.reason
+
+
+# --- keys after the query, NaNs, the cached tables, scaled tables, float32 biases ------------------
+
+
+class RisingFuture(ALiBi):
+    """Declared symmetric (−m·|i − j|), but a key after the query gets +m·(j − i): causal ALiBi's formula."""
+
+    def bias(self, q_positions, k_positions):
+        return alibi_bias(q_positions, k_positions, self.slopes, symmetric=False)
+
+
+class FlatFuture(ALiBi):
+    """Declared symmetric, but every key after the query gets bias 0: they cannot be told apart."""
+
+    def bias(self, q_positions, k_positions):
+        after = (k_positions[None, :] > q_positions[:, None]).to(torch.float32)  # [i, j]
+        return super().bias(q_positions, k_positions) * (1 - after)
+
+
+class GrowingFutureT5(T5RelativeBias):
+    """Bidirectional T5 (bounded by its buckets) plus 0.01·(j − i) for keys after the query."""
+
+    def bias(self, q_positions, k_positions):
+        ahead = (k_positions[None, :] - q_positions[:, None]).clamp_min(0).to(torch.float32)  # [i, j]
+        return super().bias(q_positions, k_positions) + 0.01 * ahead
+
+
+def test_a_bidirectional_bias_is_measured_on_keys_after_the_query():
+    # every bias claim read the query at T − 1 and keys 0 … T − 1: keys after the query were never seen
+    correct, rising = properties(ALiBi(8, symmetric=True)), properties(RisingFuture(8, symmetric=True))
+    assert correct["decay"].holds is True and correct["precision"].holds is True
+    assert rising["decay"].holds is False and rising["precision"].holds is False
+    assert properties(FlatFuture(8, symmetric=True))["unique"].holds is False
+    assert properties(T5RelativeBias(4, bidirectional=True))["bounded"].holds is True
+    assert properties(GrowingFutureT5(4, bidirectional=True))["bounded"].holds is False
+
+
+def test_a_causal_bias_is_measured_on_keys_up_to_the_query_only():
+    # causal ALiBi gives keys after the query +m·(j − i), which the mask removes: not a claim
+    result = properties(ALiBi(8))
+    assert result["decay"].holds is True and result["precision"].holds is True
+
+
+class NaNPast100(RotaryEncoding):
+    """RoPE whose rotation is NaN at positions ≥ 100 (an overflowing table): only the shift by 100 sees it."""
+
+    def cos_sin(self, positions, *, seq_len=None):
+        cos, sin = super().cos_sin(positions, seq_len=seq_len)
+        broken = (positions >= 100)[..., None]
+        return cos.masked_fill(broken, float("nan")), sin.masked_fill(broken, float("nan"))
+
+
+def test_logits_that_turn_nan_at_one_shift_fail_the_relative_claim():
+    # Python's max() over the shifts dropped the NaN of the last one: "holds, explicit" at ~1e-16
+    result = properties(NaNPast100(64))["relative"]
+    assert result.holds is False and math.isnan(result.value)
+    assert "NaN" in result.reason
+
+
+class Float32CacheRope(RotaryEncoding):
+    """RoPE whose cache (positions below 2^16) is filled from float32 angles; far positions are exact."""
+
+    def _grow(self, length):
+        angle = torch.arange(length, dtype=torch.float32)[:, None] * self.inv_freq.to(torch.float32)
+        self.cos_cached = angle.cos().double() * self.attention_factor
+        self.sin_cached = angle.sin().double() * self.attention_factor
+
+
+class Float32CacheSinusoidal(SinusoidalEncoding):
+    """A sinusoidal code whose cached table (positions below 2^16) is filled from float32 angles."""
+
+    def _grow(self, length):
+        if length > self.table.shape[0]:
+            length = max(length, 2 * self.table.shape[0])
+            omega = self.base ** (-torch.arange(0, self.d_model, 2, dtype=torch.float32) / self.d_model)
+            angle = torch.arange(length, dtype=torch.float32)[:, None] * omega
+            self.table = torch.stack((angle.sin(), angle.cos()), -1).flatten(-2).double()
+
+
+@pytest.mark.parametrize("planted", [Float32CacheRope, Float32CacheSinusoidal])
+def test_a_cache_filled_from_float32_angles_fails_precision(planted):
+    # one call reaching 2^21 took the direct path: the cache every ordinary call reads was never measured
+    result = properties(planted(64))["precision"]
+    assert result.holds is False and result.value > 100
+
+
+def test_yarn_tables_are_judged_without_a_rounding_of_the_check():
+    # dividing the float32 table by a float32 attention factor added a rounding: 1.37 ulps, "fails"
+    enc = RotaryEncoding(
+        64, scaling="yarn", scaling_args={"factor": 4.0, "original_max_position_embeddings": 64}
+    )
+    assert enc.attention_factor != 1.0
+    result = properties(enc)["precision"]
+    assert result.holds is True and result.value <= 0.5 + 1e-6, result.reason
+
+
+class SlowlyGrowingBias(ALiBi):
+    """A float32 bias −(1 + 1e-5·log(1 + |i − j|)): it grows without limit, 1.4e-5 between 256 and 1024."""
+
+    def bias(self, q_positions, k_positions):
+        distance = (q_positions[:, None] - k_positions[None, :]).abs().to(torch.float32)  # [i, j]
+        return -(1 + 1e-5 * torch.log1p(distance)).expand(self.n_heads, -1, -1)
+
+
+def test_a_float32_bias_is_bounded_within_float32_rounding_but_a_slow_growth_is_caught():
+    # FIRE's f_θ lies on [0, 1]; its float32 max moved by one rounding (1.1e-7) and failed against 1e-9
+    fire = properties(specimen("fire"))["bounded"]
+    assert fire.holds is True and fire.value - 1 < 4 * torch.finfo(torch.float32).eps, fire.reason
+    slow = properties(SlowlyGrowingBias(4))["bounded"]
+    assert slow.holds is False and slow.value > 1 + 1e-5

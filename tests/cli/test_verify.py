@@ -54,6 +54,16 @@ def test_verify_float32_agrees_to_1e_5(cli):
     assert run.code == 0 and result["tolerance"] == 1e-5 and result["max_deviation"] <= 1e-5
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_verify_judges_the_deviation_relative_to_the_norm_so_a_wide_correct_table_holds(cli, dtype):
+    # an absolute 1e-12 failed a correct float64 table at d_model 16384: PE·PE ≈ 8192, one ulp 1.8e-12
+    run = cli("verify", "--json", "--d-model", "16384", "--seq-len", "64", "--dtype", dtype)
+    result = json.loads(run.out)
+    assert result["scale"] == pytest.approx(8192)  # ‖PE‖² = d_model/2
+    assert result["relative_deviation"] == pytest.approx(result["max_deviation"] / 8192)
+    assert run.code == 0 and result["holds"] is True, result["relative_deviation"]
+
+
 def test_verify_exits_1_when_the_deviation_exceeds_the_tolerance(cli):
     run = cli("verify", "--dtype", "float32", "--tolerance", "1e-12", "--no-pairs")
     assert run.code == 1 and "fails" in run.out

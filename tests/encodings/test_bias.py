@@ -120,3 +120,12 @@ def test_swins_score_mod_takes_no_offsets(offset):
         _score_mod_at_offsets(swin, q_offset=offset)
     expected = swin.bias(torch.arange(3), torch.arange(5))  # [h, i, j]
     torch.testing.assert_close(_score_mod_at_offsets(swin)[0], expected)
+
+
+@pytest.mark.parametrize(("name", "flag"), [("alibi", "symmetric"), ("t5", "bidirectional")])
+def test_the_two_sided_flags_must_be_bools_and_are_declared(name, flag):
+    # bool("False") is True: the string made a causal bias two-sided
+    with pytest.raises(TypeError, match=f"{flag} must be True or False"):
+        posenc.build(name, n_heads=4, **{flag: "False"})
+    assert posenc.build(name, n_heads=4, **{flag: True}).two_sided is True
+    assert posenc.build(name, n_heads=4, **{flag: False}).two_sided is False

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import torch
 
-from posenc._validation import as_positions
+from posenc._validation import as_positions, check_choice
 from posenc.functional.angles import exact_cos_sin, split_frequencies
 from posenc.functional.rope import rope_cos_sin
 
@@ -32,8 +32,11 @@ def angle_error(recipe: CosSinRecipe | str, positions: torch.Tensor, inv_freq: t
 
     The reference is posenc's exact range reduction in float64 (within ~1e-15 of 40-digit values,
     see tests), with ``inv_freq`` taken as exact in float64.
+
+    Raises:
+        ValueError: a ``recipe`` name that is not one of ``RECIPES``.
     """
-    recipe = RECIPES[recipe] if isinstance(recipe, str) else recipe
+    recipe = RECIPES[check_choice("recipe", recipe, RECIPES)] if isinstance(recipe, str) else recipe
     positions = as_positions(positions)
     inv_freq = inv_freq.to(torch.float64)
     cos_ref, sin_ref = exact_cos_sin(positions, split_frequencies(inv_freq))  # [n, r/2] float64

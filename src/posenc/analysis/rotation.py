@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from posenc._validation import check_choice, check_int
@@ -16,11 +18,18 @@ def rotation_matrix(
 
     Pair k occupies channels (2k, 2k+1) for ``"interleaved"`` and (k, k + r/2) for ``"half"``;
     channels past r are left unchanged (identity), as in partial rotary.
+
+    Raises:
+        ValueError: a ``width`` below r = 2·angles.shape[-1] (the pairs would not fit).
     """
     check_choice("layout", layout, LAYOUTS)
     half = angles.shape[-1]
     rotary = 2 * half
-    width = rotary if width is None else width
+    width = rotary if width is None else check_int("width", width)
+    if width < rotary:
+        raise ValueError(
+            f"width must be at least r = {rotary} (2 × {half} angles) to hold every pair, got {width}"
+        )
     first = torch.arange(0, rotary, 2) if layout == "interleaved" else torch.arange(half)
     second = first + 1 if layout == "interleaved" else first + half
     matrix = torch.eye(width, dtype=angles.dtype).expand(*angles.shape[:-1], width, width).clone()
@@ -43,7 +52,17 @@ def sinusoidal_shift_matrix(offset: int, d_model: int, base: float = 10000.0) ->
 
 def linear_map_residual(table: torch.Tensor, offset: int, shift: torch.Tensor) -> float:
     """max |PE(pos + k) − M_k · PE(pos)| over a code table ``[T, d]`` for M_k = ``shift`` ``[d, d]``
-    (0 at float64 rounding where M_k is the code's shift map)."""
+    (0 at float64 rounding where M_k is the code's shift map).
+
+    Raises:
+        ValueError: an ``offset`` k outside 1 … T−1 (no pair pos, pos + k in the table: 0 and ≥ T would
+            fail inside torch, and a negative k would compare the wrong rows, PE(T + k) with M_k·PE(0)).
+    """
+    offset = check_int("offset", offset)
+    if not 1 <= offset < table.shape[0]:
+        raise ValueError(
+            f"offset must lie in 1 … {table.shape[0] - 1} (a table of {table.shape[0]} positions), got {offset}"
+        )
     table = table.to(torch.float64)  # [T, d]
     return float((table[offset:] - table[:-offset] @ shift.to(torch.float64).T).abs().max())
 
@@ -61,8 +80,15 @@ def relative_logit_deviation(
     """max |q'·k' at positions + Δ − q'·k' at positions| over random q, k and the shifts Δ.
 
     Measured through the encoding's own ``rotate`` hook: 0 (at rounding) when q·k depends only
-    on m − n, as RoPE claims; large when the rotation depends on absolute position.
+    on m − n, as RoPE claims; large when the rotation depends on absolute position. NaN when the
+    logits are NaN at any shift (a NaN is never dropped in favour of the other shifts).
+
+    Raises:
+        ValueError: no ``shifts`` (nothing to measure).
     """
+    shifts = tuple(check_int("shift", shift) for shift in shifts)
+    if not shifts:
+        raise ValueError(f"shifts must name at least one shift to measure, got {shifts!r}")
     generator = torch.Generator().manual_seed(seed)
     q = torch.randn(1, n_heads, seq_len, d_head, generator=generator, dtype=dtype)  # [b, h, s, d]
     k = torch.randn(1, n_heads, seq_len, d_head, generator=generator, dtype=dtype)
@@ -74,7 +100,8 @@ def relative_logit_deviation(
         return q_rot @ k_rot.transpose(-1, -2)  # [b, h, i, j]
 
     base = logits(0)
-    return max(float((logits(shift) - base).abs().max()) for shift in shifts)
+    changes = [float((logits(shift) - base).abs().max()) for shift in shifts]
+    return math.nan if any(math.isnan(change) for change in changes) else max(changes)
 
 
 def norm_change(

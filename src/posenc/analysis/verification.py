@@ -13,6 +13,7 @@ returned with the error (verdict ``error``, ``holds=False``): one failing hook n
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 import torch
@@ -36,6 +37,12 @@ DECAY_RATIO = 0.75
 PRECISION_POSITIONS = 2**21
 #: Magnitude below which a value of a [−1, 1] table is judged by the ulp at 1/64 (see ``_ulps``).
 TABLE_FLOOR = 2.0**-6
+#: Positions (exclusive) that RoPE and the sinusoidal code serve from a float64 cache: the precision
+#: check reads them in a call of their own, as ordinary calls do, and the far ones in another.
+CACHED_POSITIONS = 2**16
+#: Roundings of its dtype by which a bias's largest |value| may move between T and 4T and still be
+#: bounded: the same bounded function evaluated at other distances, not a growth (see ``_bias_bounded``).
+BOUNDED_ROUNDINGS = 4
 #: Property names, in the order ``properties`` returns them.
 PROPERTY_NAMES = (
     "bounded",
@@ -84,8 +91,20 @@ def failed(name: str, error: BaseException) -> Property:
 
 
 def _at_most(name: str, value: float, limit: float, passed: str, failed: str) -> Property:
-    holds = bool(value <= limit)
+    """Holds when ``value`` ≤ ``limit``; a NaN or infinite value fails, and the reason says so."""
+    holds = bool(math.isfinite(value) and value <= limit)
+    if not math.isfinite(value):
+        failed = f"the measurement is {value} (a NaN or infinite value along the way); {failed}"
     return Property(name, float(value), f"≤ {limit:.3g}", holds, passed if holds else failed)
+
+
+def _worst(values: Iterable[float]) -> float:
+    """The largest of ``values``, NaN when one is NaN: Python's ``max`` keeps or drops a NaN depending on
+    where it stands, so a NaN at one shift or offset would vanish and the claim hold."""
+    values = [float(value) for value in values]
+    if not values:
+        raise ValueError("no value to take the largest of: measure at least one shift, offset or distance")
+    return math.nan if any(math.isnan(value) for value in values) else max(values)
 
 
 def _codes(encoding: PositionalEncoding, length: int) -> torch.Tensor | None:
@@ -139,14 +158,18 @@ def _measured_length(encoding: PositionalEncoding, length: int) -> int:
     return length if limit is None else min(length, limit)
 
 
-def _relative_biases(encoding: PositionalEncoding, length: int) -> torch.Tensor | None:
-    """The bias of each head at query − key distances 0 … length−1, ``[h, T]`` float64, or None."""
+def _bias_sides(encoding: PositionalEncoding, length: int) -> list[torch.Tensor] | None:
+    """The bias of each head, in its own dtype, at distances 0 … length−1 from the query at length−1:
+    ``[[h, T]]`` for keys before the query (j = i − d), and a second ``[h, T]`` for keys after it
+    (j = i + d) when the encoding is ``two_sided``; None where it gives no bias view."""
+    line = encoding.along_line
+    keys = torch.arange(2 * length - 1 if encoding.two_sided else length)  # the query in the middle
     with torch.no_grad():
-        line = encoding.along_line
-        bias = encoding.bias(
-            line(torch.tensor([length - 1])), line(torch.arange(length - 1, -1, -1))
-        )  # [h, 1, T]
-    return None if bias is None else bias[:, 0].to(torch.float64)
+        bias = encoding.bias(line(torch.tensor([length - 1])), line(keys))  # [h, 1, T or 2T − 1]
+    if bias is None:
+        return None
+    before = bias[:, 0, :length].flip(-1)  # [h, T]: distance d at column d
+    return [before] if keys.numel() == length else [before, bias[:, 0, length - 1 :]]
 
 
 def _no_distance(encoding: PositionalEncoding) -> str | None:
@@ -161,6 +184,16 @@ def _pairwise_min_distance(codes: torch.Tensor) -> float:
     distances = torch.cdist(codes, codes)  # [T, T]
     distances.fill_diagonal_(math.inf)
     return float(distances.min())
+
+
+def _worst_of_sides(codes: torch.Tensor) -> float:
+    """``_pairwise_min_distance`` of codes ``[T, w]``, or its smallest over sides for ``[sides, T, w]``
+    (a bidirectional bias: distances before and after the query are told apart on each side; a
+    symmetric bias gives d and −d the same value by design). NaN when a side is NaN."""
+    if codes.dim() == 2:
+        return _pairwise_min_distance(codes)
+    values = [_pairwise_min_distance(side) for side in codes]
+    return math.nan if any(math.isnan(v) for v in values) else min(values)
 
 
 # --- the claims -------------------------------------------------------------------------------
@@ -203,18 +236,28 @@ def _bias_bounded(encoding: PositionalEncoding, length: int) -> Property:
         return _not_applicable(
             "bounded", why or f"its positions end at {encoding.position_limit}: nothing grows"
         )
-    near, far = _relative_biases(encoding, length), _relative_biases(encoding, 4 * length)
+    near, far = _bias_sides(encoding, length), _bias_sides(encoding, 4 * length)
     if near is None:
         return _not_applicable("bounded", NO_BIAS)
-    near, far = float(near.abs().max()), float(far.abs().max())
+    dtype = near[0].dtype
+    near, far = (float(torch.cat(sides, dim=-1).abs().max()) for sides in (near, far))
     return _at_most(
         "bounded",
         far / near if near else 1.0,
-        1.0 + IDENTITY_TOLERANCE,
+        1.0 + _rounding_tolerance(dtype),
         f"|bias| ≤ {near:.3g} within {4 * length} as within {length}: it stops growing with distance",
         f"|bias| grows with distance ({near:.3g} within {length}, {far:.3g} within {4 * length}: "
         f"×{far / near if near else 1.0:.3g} over 4× the distance)",
     )
+
+
+def _rounding_tolerance(dtype: torch.dtype) -> float:
+    """Relative change of a value that rounding in ``dtype`` explains: ``BOUNDED_ROUNDINGS`` float32
+    roundings (5e-7) for a float32 bias, never below ``IDENTITY_TOLERANCE`` (float64). FIRE's float32
+    bias lies in a bounded range by construction, yet its max moves by one rounding (1e-7) between
+    T and 4T; a bias that grows, even as slowly as a log, moves by far more (Kerple: ×1.28)."""
+    eps = torch.finfo(dtype).eps if dtype.is_floating_point else 0.0
+    return max(IDENTITY_TOLERANCE, BOUNDED_ROUNDINGS * eps)
 
 
 def _position_codes(encoding: PositionalEncoding, length: int) -> tuple[torch.Tensor | None, str]:
@@ -228,9 +271,13 @@ def _position_codes(encoding: PositionalEncoding, length: int) -> tuple[torch.Te
         why = "it gives no rotation_tables view: the rotation of each position is not exposed"
         return codes, ("rotations (cos, sin of every pair)" if codes is not None else why)
     if encoding.kind == "bias":
-        biases = _relative_biases(encoding, _measured_length(encoding, length))
+        sides = _bias_sides(encoding, _measured_length(encoding, length))
         what = "per-head biases of " + ("2-D offsets" if _no_distance(encoding) else "distances")
-        return (None, NO_BIAS) if biases is None else (biases.T, what)
+        if sides is None:
+            return None, NO_BIAS
+        if len(sides) == 2:
+            what += " (keys before and after the query, each side on its own)"
+        return torch.stack([side.T.to(torch.float64) for side in sides]), what  # [sides, T, h]
     if encoding.kind == "additive":
         return None, "it gives no codes view: the code of each position is not exposed"
     return None, "no position code: every position looks the same"
@@ -241,13 +288,13 @@ def unique(encoding: PositionalEncoding, length: int) -> Property:
     codes, what = _position_codes(encoding, length)
     if codes is None:
         return _not_applicable("unique", what)
-    value = _pairwise_min_distance(codes)
+    value = _worst_of_sides(codes)
     limit = 1e-6
     holds = value > limit
     reason = (
-        f"every two of the {codes.shape[0]} {what} differ"
+        f"every two of the {codes.shape[-2]} {what} differ"
         if holds
-        else f"two of the {codes.shape[0]} {what} coincide"
+        else f"two of the {codes.shape[-2]} {what} coincide"
         + (
             "; far distances share buckets: told apart only within the exact range"
             if encoding.kind == "bias"
@@ -264,7 +311,7 @@ def translation_invariant(encoding: PositionalEncoding, length: int) -> Property
         return _not_applicable("translation_invariant", _no_codes(encoding))
     dots = dot_by_distance(codes, range(length // 2))
     scale = float((codes * codes).sum(dim=-1).mean())
-    spread = max(float(values.max() - values.min()) for values in dots.values()) / scale
+    spread = _worst(float(values.max() - values.min()) for values in dots.values()) / scale
     return _at_most(
         "translation_invariant",
         spread,
@@ -283,7 +330,7 @@ def closed_form(encoding: PositionalEncoding, length: int) -> Property:
         return _not_applicable("closed_form", "no closed form for the dot product of its codes")
     dots = dot_by_distance(codes, distances.tolist())
     scale = float((codes * codes).sum(dim=-1).mean())
-    deviation = max(float((dots[d] - expected[d]).abs().max()) for d in distances.tolist()) / scale
+    deviation = _worst(float((dots[d] - expected[d]).abs().max()) for d in distances.tolist()) / scale
     return _at_most(
         "closed_form",
         deviation,
@@ -298,10 +345,10 @@ def linear_map(encoding: PositionalEncoding, length: int) -> Property:
     offsets = (1, 7, length // 2)
     codes = _codes(encoding, length)
     if codes is not None and encoding.shift_map(1) is not None:
-        residual = max(linear_map_residual(codes, k, encoding.shift_map(k)) for k in offsets)
+        residual = _worst(linear_map_residual(codes, k, encoding.shift_map(k)) for k in offsets)
         why = "[sin, cos](a + b) is the rotation by b of [sin, cos](a): M_k is block-diagonal rotations"
     elif encoding.kind == "rotary":
-        residual = max(_rotary_map_residual(encoding, length, k) for k in offsets)
+        residual = _worst(_rotary_map_residual(encoding, length, k) for k in offsets)
         why = "R(m + k) = R(k)·R(m): rotating by the position composes"
     else:
         return _not_applicable(
@@ -334,7 +381,9 @@ def relative(encoding: PositionalEncoding, length: int) -> Property:
     category "contextual": the shift then measures whether the given positions are read at all, which
     says nothing of explicit, implicit or no relative position (:func:`_contextual`).
     """
-    change = max(logit_shift_change(encoding, seq_len=min(length, 16)).values())
+    change = _worst(logit_shift_change(encoding, seq_len=min(length, 16)).values())
+    if not math.isfinite(change):
+        return _non_finite_logits(encoding, change)
     if encoding.contextual_positions:
         return _contextual(change)
     sensitivity = position_sensitivity(encoding, seq_len=min(length, 16))
@@ -355,6 +404,14 @@ def relative(encoding: PositionalEncoding, length: int) -> Property:
     return Property(
         "relative", change, f"≤ {IDENTITY_TOLERANCE:.3g}", holds, f"{category}: {reason}", category
     )
+
+
+def _non_finite_logits(encoding: PositionalEncoding, change: float) -> Property:
+    """The relative claim failed because a shift gave NaN or infinite logits: nothing can be read
+    from them, whatever the other shifts say (category "no", or "contextual" for CoPE-like counts)."""
+    category = "contextual" if encoding.contextual_positions else "no"
+    reason = f"{category}: a shift of the positions gives logits that are NaN or infinite (change {change})"
+    return Property("relative", change, f"≤ {IDENTITY_TOLERANCE:.3g}", False, reason, category)
 
 
 def _contextual(change: float) -> Property:
@@ -384,10 +441,9 @@ def decay(encoding: PositionalEncoding, length: int) -> Property:
         return _not_applicable("decay", "no similarity of positions to measure")
     if isinstance(similarity, str):
         return _not_applicable("decay", similarity)
-    near = float(similarity[1 : max(2, length // 16 + 1)].abs().mean())
-    far = float(similarity[length // 2 :].abs().mean())
+    near, far = _near_and_far(similarity.reshape(-1, length), length)
     ratio = far / near
-    holds = ratio <= DECAY_RATIO
+    holds = bool(ratio <= DECAY_RATIO)  # False for a NaN
     reason = (
         f"similarity falls from {near:.3g} near to {far:.3g} far"
         if holds
@@ -397,8 +453,21 @@ def decay(encoding: PositionalEncoding, length: int) -> Property:
     return Property("decay", ratio, f"≤ {DECAY_RATIO}", holds, reason)
 
 
+def _near_and_far(similarity: torch.Tensor, length: int) -> tuple[float, float]:
+    """Mean |s| at distances 1 … T/16 and T/2 … T−1 of the row of ``similarity`` ``[rows, T]`` (one per
+    side of the query) whose far over near is largest, NaN where a row has a NaN: every side must decay."""
+    near = similarity[:, 1 : max(2, length // 16 + 1)].abs().mean(dim=-1)  # [rows]
+    far = similarity[:, length // 2 :].abs().mean(dim=-1)
+    ratios = far / near
+    if ratios.isnan().any():
+        return math.nan, math.nan
+    worst = int(ratios.argmax())
+    return float(near[worst]), float(far[worst])
+
+
 def _similarity_by_distance(encoding: PositionalEncoding, length: int) -> torch.Tensor | str | None:
-    """s(d) for d = 0 … T−1: normalised code dot product, rotated-ones logit, or exp(bias(d) − bias(0))."""
+    """s(d) for d = 0 … T−1, ``[T]``: normalised code dot product, rotated-ones logit, or
+    exp(bias(d) − bias(0)), the latter ``[2, T]`` for a bidirectional bias (keys before, after the query)."""
     codes = _codes(encoding, length)
     if codes is not None:
         dots = dot_by_distance(codes, range(length))
@@ -414,8 +483,11 @@ def _similarity_by_distance(encoding: PositionalEncoding, length: int) -> torch.
     if why := _no_distance(encoding):
         return why
     if encoding.kind == "bias":
-        biases = _relative_biases(encoding, length)  # [h, T]
-        return NO_BIAS if biases is None else (biases - biases[:, :1]).exp().mean(dim=0)
+        sides = _bias_sides(encoding, length)  # [[h, T]] per side
+        if sides is None:
+            return NO_BIAS
+        biases = torch.stack(sides).to(torch.float64)  # [sides, h, T]
+        return (biases - biases[..., :1]).exp().mean(dim=1)  # [sides, T]
     if encoding.kind == "additive":
         return _no_codes(encoding)
     return None
@@ -462,14 +534,18 @@ def _growth(encoding: PositionalEncoding, sizes: dict[str, int]) -> str:
     return f"grows with {', '.join(grows)}" if grows else "independent of L, d and h"
 
 
-def _ulps(approx: torch.Tensor, exact: torch.Tensor, dtype: torch.dtype, floor: float = 0.0) -> float:
-    """max |approx − exact| in units of the last place of ``dtype`` at each exact value.
+def _ulps(
+    approx: torch.Tensor, exact: torch.Tensor, dtype: torch.dtype, floor: float | torch.Tensor = 0.0
+) -> float:
+    """max |approx − exact| in units of the last place of ``dtype`` at each exact value (NaN if any is NaN).
 
-    ``floor``: the smallest magnitude whose ulp is used, so that values near 0 of a table in [−1, 1]
-    are judged on the table's scale rather than on their own (tiny) ulp.
+    ``floor``: the smallest magnitude whose ulp is used (a number, or a tensor that broadcasts against
+    ``exact``), so that values near 0 of a table in [−a, a] are judged on the table's scale rather
+    than on their own (tiny) ulp.
     """
     info = torch.finfo(dtype)
-    magnitude = exact.abs().clamp_min(max(info.tiny, floor))
+    floor = torch.as_tensor(floor, dtype=torch.float64).clamp_min(info.tiny)
+    magnitude = torch.maximum(exact.abs(), floor)
     ulp = torch.exp2(torch.floor(torch.log2(magnitude))) * info.eps  # spacing of dtype at each value
     return float(((approx.to(torch.float64) - exact).abs() / ulp).max())
 
@@ -480,6 +556,15 @@ def _precision_positions() -> torch.Tensor:
     generator = torch.Generator().manual_seed(0)
     random = torch.randint(0, PRECISION_POSITIONS, (1024,), generator=generator)
     return torch.cat((torch.arange(1024), torch.tensor(edges), random)).unique()
+
+
+def _calls(positions: torch.Tensor) -> list[torch.Tensor]:
+    """Sorted ``positions`` ``[n]`` split as ordinary calls meet them: those below ``CACHED_POSITIONS`` in
+    a call of their own (RoPE and the sinusoidal code read them from a float64 cache), the far ones in
+    another (a call reaching 2^16 computes every position directly, so one call would measure only
+    that path). Concatenated, the parts are ``positions`` in order."""
+    cached = positions < CACHED_POSITIONS
+    return [part for part in (positions[cached], positions[~cached]) if part.numel()]
 
 
 def precision(encoding: PositionalEncoding, length: int) -> Property:
@@ -519,9 +604,12 @@ def _code_precision(encoding: PositionalEncoding, positions: torch.Tensor) -> Pr
         return _not_applicable("precision", "no exact reference for its codes (they are not sin/cos pairs)")
     cos, sin = exact_cos_sin(positions, pieces)  # [n, d/2] float64
     exact = torch.stack((sin, cos), dim=-1).flatten(-2)  # [n, d]: sin at 2k, cos at 2k+1
-    approx = encoding.embed(
-        torch.zeros(1, positions.numel(), exact.shape[-1]), encoding.along_line(positions)
-    )[0]
+    approx = torch.cat(
+        [
+            encoding.embed(torch.zeros(1, part.numel(), exact.shape[-1]), encoding.along_line(part))[0]
+            for part in _calls(positions)
+        ]
+    )  # [n, d']
     value = _ulps(approx[..., -exact.shape[-1] :], exact, torch.float32, TABLE_FLOOR)
     return _at_most(
         "precision",
@@ -538,19 +626,15 @@ def _rotation_precision(encoding: PositionalEncoding, positions: torch.Tensor) -
     if pieces is None:
         return _not_applicable("precision", "no fixed frequencies: they follow the length (dynamic NTK)")
     frequencies = pieces.sum(dim=-1)
-    exact = torch.cat(exact_cos_sin(positions, split_frequencies(frequencies)), dim=-1)
-    cos, sin = encoding.rotation_tables(
-        encoding.along_line(torch.zeros(1, dtype=torch.int64))
-    )  # a·cos 0, a·sin 0
-    scale = torch.hypot(cos, sin).repeat(1, 2).to(torch.float32)  # [1, r]: the factor a of each pair
-    tables = {
-        "posenc": torch.cat(encoding.rotation_tables(encoding.along_line(positions)), dim=-1).to(
-            torch.float32
-        )
-        / scale,
-        "float32": torch.cat(RECIPES["float32"](positions, frequencies), dim=-1),
+    exact = torch.cat(exact_cos_sin(positions, split_frequencies(frequencies)), dim=-1)  # [n, r] float64
+    scale = _rotation_factor(encoding)  # [1, r]
+    posenc = torch.cat([_rotation_table(encoding, part) for part in _calls(positions)])  # [n, r]
+    ulps = {  # the table against a·exact (a exact in float64): only the table's own float32 rounding
+        "posenc": _ulps(posenc.to(torch.float32), exact * scale, torch.float32, TABLE_FLOOR * scale),
+        "float32": _ulps(
+            torch.cat(RECIPES["float32"](positions, frequencies), dim=-1), exact, torch.float32, TABLE_FLOOR
+        ),
     }
-    ulps = {recipe: _ulps(table, exact, torch.float32, TABLE_FLOOR) for recipe, table in tables.items()}
     return _at_most(
         "precision",
         ulps["posenc"],
@@ -560,11 +644,28 @@ def _rotation_precision(encoding: PositionalEncoding, positions: torch.Tensor) -
     )
 
 
+def _rotation_factor(encoding: PositionalEncoding) -> torch.Tensor:
+    """The factor a of each pair, ``[1, r]`` float64: hypot(a·cos 0, a·sin 0) = a, exact in float64
+    (RoPE's YaRN attention factor; 1 for a plain rotation)."""
+    cos, sin = encoding.rotation_tables(encoding.along_line(torch.zeros(1, dtype=torch.int64)))  # [1, r/2]
+    return torch.hypot(cos, sin).repeat(1, 2).to(torch.float64)
+
+
+def _rotation_table(encoding: PositionalEncoding, positions: torch.Tensor) -> torch.Tensor:
+    """The (a·cos, a·sin) table of one call at ``positions`` ``[n]``, as a code ``[n, r]`` float64."""
+    return torch.cat(encoding.rotation_tables(encoding.along_line(positions)), dim=-1).to(torch.float64)
+
+
 def _bias_precision(encoding: PositionalEncoding, positions: torch.Tensor) -> Property:
-    """The materialised bias at far distances against the float64 per-distance bias."""
+    """The materialised bias at far distances against the float64 per-distance bias: keys before the
+    query, and, for a ``two_sided`` encoding, keys after it (query − key distances −positions)."""
     query = torch.tensor([PRECISION_POSITIONS - 1])
     approx = encoding.bias(query, PRECISION_POSITIONS - 1 - positions)[:, 0]  # [h, n]: distances = positions
     value = _ulps(approx, encoding.distance_bias(positions).detach().to(torch.float64), approx.dtype)
+    if encoding.two_sided:
+        after = encoding.bias(torch.tensor([0]), positions)[:, 0]  # [h, n]: distances = −positions
+        exact = encoding.distance_bias(-positions).detach().to(torch.float64)
+        value = _worst((value, _ulps(after, exact, after.dtype)))
     return _at_most(
         "precision",
         value,

@@ -189,6 +189,13 @@ class PositionalEncoding(nn.Module):
     #: the positions it is given: the relative-position test then says so instead of a category.
     contextual_positions: ClassVar[bool] = False
 
+    @property
+    def two_sided(self) -> bool:
+        """Whether keys after the query get a bias of their own (for bidirectional attention): the
+        analysis then measures both sides of the query. False: measured as causal attention sees it,
+        on keys up to the query."""
+        return False
+
     def _apply(self, fn, recurse=True):
         super()._apply(fn, recurse)
         for name in self.exact_buffers:

@@ -14,6 +14,7 @@ from torch import nn
 
 from posenc._validation import (
     as_positions,
+    check_bool,
     check_int,
     check_on_device,
     check_positive_float,
@@ -113,11 +114,16 @@ class ALiBi(BiasEncoding):
 
     def __init__(self, n_heads: int, *, symmetric: bool = False, bias_max: float | None = None) -> None:
         super().__init__(n_heads)
-        self.symmetric = bool(symmetric)
+        self.symmetric = check_bool("symmetric", symmetric)
         self.bias_max = None if bias_max is None else check_positive_float("bias_max", bias_max)
         self.register_buffer(
             "slopes", alibi_slopes(self.n_heads, bias_max=self.bias_max), persistent=False
         )  # [h]
+
+    @property
+    def two_sided(self) -> bool:
+        """A symmetric ALiBi biases keys after the query by their own distance."""
+        return self.symmetric
 
     def _apply(self, fn, recurse=True):
         super()._apply(fn, recurse)
@@ -195,7 +201,7 @@ class T5RelativeBias(BiasEncoding):
         super().__init__(n_heads)
         self.num_buckets = check_positive_int("num_buckets", num_buckets)
         self.max_distance = check_positive_int("max_distance", max_distance)
-        self.bidirectional = bool(bidirectional)
+        self.bidirectional = check_bool("bidirectional", bidirectional)
         # Every distance beyond ±max_distance shares its side's last bucket, so a lookup over
         # [−max_distance, max_distance] with clamped distances is exact (and runs under vmap).
         distances = torch.arange(-max_distance, max_distance + 1)
@@ -206,6 +212,11 @@ class T5RelativeBias(BiasEncoding):
         self.table = nn.Parameter(
             torch.randn(num_buckets, self.n_heads) * check_positive_float("init_std", init_std)
         )
+
+    @property
+    def two_sided(self) -> bool:
+        """A bidirectional T5 bias has buckets of their own for keys after the query."""
+        return self.bidirectional
 
     def count_parameters(self, max_len: int, d_model: int, n_heads: int) -> int:
         return self.num_buckets * (n_heads or self.n_heads)
