@@ -203,8 +203,8 @@ def test_positions_and_the_cache_offset_are_resolved_once_per_forward(name, monk
     monkeypatch.setattr(
         posenc.attention.MultiHeadAttention,
         "forward_at",
-        lambda self, x, positions, cache=None: (
-            seen.append(positions) or forward_at(self, x, positions, cache)
+        lambda self, x, positions, cache=None, documents=None: (
+            seen.append(positions) or forward_at(self, x, positions, cache, documents)
         ),
     )
     model = TransformerLM(32, d_model=16, n_layers=3, n_heads=2, encoding=name, max_len=16)
@@ -226,8 +226,8 @@ def test_randomized_positions_in_training_and_in_evaluation_and_positions_given_
     monkeypatch.setattr(
         posenc.attention.MultiHeadAttention,
         "forward_at",
-        lambda self, x, positions, cache=None: (
-            seen.append(positions) or forward_at(self, x, positions, cache)
+        lambda self, x, positions, cache=None, documents=None: (
+            seen.append(positions) or forward_at(self, x, positions, cache, documents)
         ),
     )
     torch.manual_seed(0)

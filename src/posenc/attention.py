@@ -107,24 +107,34 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(self.n_heads * self.d_head, d_model, bias=bias)
 
     def forward(
-        self, x: torch.Tensor, positions: torch.Tensor | None = None, cache: KVCache | None = None
+        self,
+        x: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+        documents: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """x ``[b, s, d_model]`` -> ``[b, s, d_model]``.
 
         positions: ``[s]`` or ``[b, s]``; default continues the cache (``cache.length + arange(s)``).
         cache: a ``KVCache`` to read earlier keys from and append this call's keys to.
+        documents: ``[s]`` or ``[b, s]`` document ids of packed sequences (:func:`document_ids`): a token
+            attends only to tokens of its own document; give each document its own positions.
         """
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape [b, s, d_model={self.d_model}], got {tuple(x.shape)}")
-        return self.forward_at(
-            x, continued_positions(positions, x, cache, self.encoding.position_columns), cache
-        )
+        positions = continued_positions(positions, x, cache, self.encoding.position_columns)
+        return self.forward_at(x, positions, cache, document_ids(documents, x, cache))
 
     def forward_at(
-        self, x: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None
+        self,
+        x: torch.Tensor,
+        positions: torch.Tensor,
+        cache: KVCache | None = None,
+        documents: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """:meth:`forward` at positions already resolved (``[s]`` or ``[b, s]`` int64 on x's device, or
-        coordinates ``[s, n]`` / ``[b, s, n]``), as a model resolves them once for all its layers."""
+        coordinates ``[s, n]`` / ``[b, s, n]``) and documents already checked, as a model resolves them
+        once for all its layers."""
         b, s, _ = x.shape
         q = self.q_proj(x).view(b, s, self.n_heads, self.d_head).transpose(1, 2)  # [b, h, s, d]
         k = self.k_proj(x).view(b, s, self.n_kv_heads, self.d_head).transpose(1, 2)  # [b, h_kv, s, d]
@@ -140,7 +150,7 @@ class MultiHeadAttention(nn.Module):
             cache.append(k, v, positions, self.encoding.position_columns)
             k, v, k_positions = cache.keys, cache.values, cache.positions
             q, k = self.encoding.rotate(q, k, positions, k_positions)
-        out = self._attend_at(q, k, v, positions, k_positions)  # [b, h, s, d]
+        out = self._attend_at(q, k, v, positions, k_positions, documents)  # [b, h, s, d]
         return self.out_proj(out.transpose(1, 2).reshape(b, s, self.n_heads * self.d_head))
 
     def attend(
@@ -201,27 +211,32 @@ class MultiHeadAttention(nn.Module):
         v: torch.Tensor,
         q_positions: torch.Tensor,
         k_positions: torch.Tensor,
+        documents: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """:meth:`attend` at positions already resolved and checked against q and k (as :meth:`forward_at`
-        has them: once per model call, not again in every layer)."""
+        has them: once per model call, not again in every layer); ``documents`` ``[s]`` / ``[b, s]``
+        keeps each token to the keys of its own document (queries and keys the same tokens)."""
+        mask = self._mask(q.shape[2], k.shape[2], q.device, documents)  # [i, j], [b, 1, i, j] or None
         terms = self.encoding.score_terms(
             q, k, q_positions, k_positions, project=self.project_heads
         )  # [b, h, i, j] or None
         if self.encoding.reads_attention_weights:  # the weights themselves are needed: eager, any backend
             bias = _sum(self.encoding.bias(q_positions, k_positions), terms)
-            return self._eager(
-                q, k, v, bias, self._mask(q.shape[2], k.shape[2], q.device), q_positions, k_positions
-            )
+            return self._eager(q, k, v, bias, mask, q_positions, k_positions)
         if self.backend == "flex":
-            return self._flex(q, k, v, q_positions, k_positions, terms)
-        if self.backend == "sdpa" and terms is None and self._per_distance(q, k, q_positions, k_positions):
+            return self._flex(q, k, v, q_positions, k_positions, terms, mask, documents is not None)
+        if (
+            self.backend == "sdpa"
+            and terms is None
+            and documents is None
+            and self._per_distance(q, k, q_positions, k_positions)
+        ):
             # A bias of i − j alone, at consecutive positions: SDPA reads it as a strided view of one
             # per-distance table (posenc.kernels.per_distance), with no [h, i, j] tensor.
             return per_distance_attention(
                 q, k, v, self.encoding.distance_bias, causal=self.causal, scale=self._scale()
             )
         bias = _sum(self.encoding.bias(q_positions, k_positions), terms)  # [(b,) h, i, j] or None
-        mask = self._mask(q.shape[2], k.shape[2], q.device)  # [i, j] bool or None
         if self.backend == "sdpa":
             attn_mask = _float_mask(bias, mask, q.dtype)
             return F.scaled_dot_product_attention(
@@ -245,11 +260,19 @@ class MultiHeadAttention(nn.Module):
         )
         return consecutive and self.encoding.distance_bias(torch.zeros(1, dtype=torch.long)) is not None
 
-    def _mask(self, q_len: int, k_len: int, device) -> torch.Tensor | None:
-        if not self.causal:
-            return None
-        offset = k_len - q_len  # the queries are the last q_len positions of the key sequence
-        return torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(diagonal=offset)  # [i, j]
+    def _mask(
+        self, q_len: int, k_len: int, device, documents: torch.Tensor | None = None
+    ) -> torch.Tensor | None:
+        """Which keys each query sees: ``[i, j]`` (causal), ``[(b, 1,) i, j]`` with documents, or None."""
+        mask = None
+        if self.causal:
+            offset = k_len - q_len  # the queries are the last q_len positions of the key sequence
+            mask = torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(diagonal=offset)  # [i, j]
+        if documents is not None:  # queries and keys are the same tokens
+            same = documents[..., :, None] == documents[..., None, :]  # [(b,) i, j]
+            same = same if same.dim() == 2 else same[:, None]  # [(b, 1,) i, j]
+            mask = same if mask is None else mask & same
+        return mask
 
     def _eager(self, q, k, v, bias, mask, q_positions=None, k_positions=None) -> torch.Tensor:
         groups = self.n_heads // self.n_kv_heads
@@ -273,12 +296,17 @@ class MultiHeadAttention(nn.Module):
         keys = self.k_proj(x).view(n, self.n_kv_heads, self.d_head).transpose(0, 1)
         return queries, keys
 
-    def _flex(self, q, k, v, q_positions, k_positions, terms) -> torch.Tensor:
+    def _flex(self, q, k, v, q_positions, k_positions, terms, mask, packed: bool) -> torch.Tensor:
         score_mod = self.encoding.score_mod(q_positions=q_positions, k_positions=k_positions)
         if terms is not None:
             score_mod = _with_terms(score_mod, terms)
         if q.device.type == "cpu":  # never the compiled CPU kernel: see the module docstring
-            return self._score_mod_reference(q, k, v, score_mod)
+            return self._score_mod_reference(q, k, v, score_mod, mask)
+        if packed:
+            raise ValueError(
+                "documents on the flex backend run on CPU (its reference path); on CUDA use backend='sdpa' "
+                "or 'eager'"
+            )
         block_mask = _causal_block_mask(q.shape[2], k.shape[2], q.device.type) if self.causal else None
         return _compiled_flex()(
             q,
@@ -290,7 +318,7 @@ class MultiHeadAttention(nn.Module):
             enable_gqa=self.n_kv_heads != self.n_heads,
         )
 
-    def _score_mod_reference(self, q, k, v, score_mod) -> torch.Tensor:
+    def _score_mod_reference(self, q, k, v, score_mod, mask) -> torch.Tensor:
         """The score_mod evaluated on broadcast index grids: flex semantics, exact and with autograd.
 
         Queries go in blocks of at most :data:`REFERENCE_BLOCK_SCORES` scores, so the forward pass
@@ -303,7 +331,6 @@ class MultiHeadAttention(nn.Module):
         b_idx = torch.arange(b, device=device).view(b, 1, 1, 1)
         h_idx = torch.arange(h, device=device).view(1, h, 1, 1)
         kv_idx = torch.arange(j, device=device).view(1, 1, 1, j)
-        mask = self._mask(i, j, device)  # [i, j] or None
         scale = self._scale()
         block = max(1, REFERENCE_BLOCK_SCORES // (b * h * j))
         outputs = []
@@ -314,7 +341,7 @@ class MultiHeadAttention(nn.Module):
                 q_idx = torch.arange(rows.start, rows.stop, device=device).view(1, 1, -1, 1)
                 scores = score_mod(scores, b_idx, h_idx, q_idx, kv_idx)
             if mask is not None:
-                scores = scores.masked_fill(~mask[rows], float("-inf"))
+                scores = scores.masked_fill(~mask[..., rows, :], float("-inf"))
             outputs.append(scores.softmax(dim=-1) @ v)  # [b, h, block, d]
         return torch.cat(outputs, dim=2) if len(outputs) > 1 else outputs[0]
 
@@ -332,6 +359,51 @@ def continued_positions(
         )
     start = 0 if cache is None else cache.next_position(columns, incoming=x.shape[1])
     return resolve_positions(positions, x, seq_dim=1, columns=columns, start=start)
+
+
+def document_ids(
+    documents: torch.Tensor | None, x: torch.Tensor, cache: KVCache | None = None
+) -> torch.Tensor | None:
+    """Document ids of packed sequences, ``[s]`` or ``[b, s]`` int64 on x's device (x ``[b, s, …]``), or None.
+
+    A row packs documents one after another: ids never decrease along it (``[0, 0, 0, 1, 1, 2]``), and
+    each document's tokens attend only to each other. Positions stay the caller's: give each document
+    its own (restarting at 0), so that each gets what it gets alone.
+
+    Raises:
+        TypeError: ids that are not integers.
+        ValueError: a shape other than ``[s]`` / ``[b, s]``, ids that decrease along a row (documents
+            must be contiguous), documents with a KV cache (decode each document with its own).
+    """
+    if documents is None:
+        return None
+    if cache is not None:
+        raise ValueError("documents with a KV cache: decode each document with a cache of its own")
+    if (
+        not isinstance(documents, torch.Tensor)
+        or documents.dtype == torch.bool
+        or documents.is_floating_point()
+        or documents.is_complex()
+    ):
+        raise TypeError(
+            f"documents must be an integer tensor of ids, got {getattr(documents, 'dtype', type(documents).__name__)}"
+        )
+    batch, seq_len = x.shape[0], x.shape[1]
+    if documents.shape not in ((seq_len,), (batch, seq_len)):
+        raise ValueError(
+            f"documents must have shape [{seq_len}] or [{batch}, {seq_len}] to match an input of shape "
+            f"{tuple(x.shape)}, got {tuple(documents.shape)}"
+        )
+    documents = documents.to(dtype=torch.int64, device=x.device)
+    if not torch.compiler.is_compiling() and seq_len > 1:
+        decreasing = (documents.diff(dim=-1) < 0).nonzero()
+        if decreasing.numel():
+            where = tuple(int(i) for i in decreasing[0])
+            raise ValueError(
+                f"documents must be packed one after another (ids that never decrease along a row), got a "
+                f"decrease after index {where[-1]}{f' of row {where[0]}' if len(where) == 2 else ''}"
+            )
+    return documents
 
 
 def _sum(bias: torch.Tensor | None, terms: torch.Tensor | None) -> torch.Tensor | None:

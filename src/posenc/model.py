@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from posenc._validation import check_bool, check_on_device, check_positive_float, check_positive_int
-from posenc.attention import KVCache, MultiHeadAttention, continued_positions
+from posenc.attention import KVCache, MultiHeadAttention, continued_positions, document_ids
 from posenc.encodings import PositionalEncoding, build, encoding_class
 from posenc.functional.randomized import randomized_positions
 
@@ -58,9 +58,15 @@ class Block(nn.Module):
         self.mlp_norm = nn.LayerNorm(d_model)
         self.mlp = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        """x ``[b, s, d]`` at resolved positions ``[s]`` or ``[b, s]``."""
-        x = x + self.attention.forward_at(self.attention_norm(x), positions, cache)  # [b, s, d]
+    def forward(
+        self,
+        x: torch.Tensor,
+        positions: torch.Tensor,
+        cache: KVCache | None = None,
+        documents: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """x ``[b, s, d]`` at resolved positions ``[s]`` or ``[b, s]`` (and checked document ids)."""
+        x = x + self.attention.forward_at(self.attention_norm(x), positions, cache, documents)  # [b, s, d]
         return x + self.mlp(self.mlp_norm(x))
 
 
@@ -187,12 +193,16 @@ class TransformerLM(nn.Module):
         tokens: torch.Tensor,
         positions: torch.Tensor | None = None,
         caches: list[KVCache] | None = None,
+        documents: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """tokens ``[b, s]`` -> logits ``[b, s, vocab]``.
 
         positions: ``[s]`` or ``[b, s]``, or coordinates ``[s, n]`` / ``[b, s, n]`` for an encoding on n
             axes (default: continue the caches, else 0 … s−1, on every axis).
         caches: from :meth:`new_caches`; each call appends its keys and values.
+        documents: ``[s]`` or ``[b, s]`` ids of documents packed one after another in a row
+            (:func:`posenc.attention.document_ids`): each token attends only to its own document. Give
+            each document its own positions (restarting at 0); then each gets what it gets alone.
         """
         if tokens.dim() != 2:
             raise ValueError(f"tokens must have shape [b, s], got {tuple(tokens.shape)}")
@@ -207,9 +217,10 @@ class TransformerLM(nn.Module):
         positions = continued_positions(
             positions, x, cache, self.encoding.position_columns
         )  # once for all layers
+        documents = document_ids(documents, tokens[..., None], cache)  # checked once for all layers
         x = self.encoding.embed(x, positions)  # [b, s, d]
         for index, block in enumerate(self.blocks):
-            x = block(x, positions, caches[index] if caches else None)
+            x = block(x, positions, caches[index] if caches else None, documents)
         return self.head(self.norm(x))
 
 
