@@ -109,6 +109,30 @@ def test_report_names_the_database_and_the_run_whose_config_is_not_json(cli, rec
     assert not (recorded_db.parent / "report").exists()
 
 
+@pytest.mark.parametrize(
+    ("column", "value", "says"),
+    [
+        ("metrics", "{}", "has metrics without 'eval'"),
+        ("metrics", "[]", "has a metrics column that is not a JSON object"),
+        ("config", '{"task": "lm"}', "has config without 'encoding'"),
+    ],
+)
+def test_report_of_a_record_that_is_json_but_lacks_what_the_report_reads_is_one_line(
+    cli, recorded_db, no_report, column, value, says
+):
+    # valid JSON, so it decodes; the report's KeyError used to escape as a traceback (exit 1)
+    import sqlite3
+
+    with sqlite3.connect(recorded_db) as connection:
+        [(run_id,)] = connection.execute("SELECT config_hash FROM runs").fetchall()
+        connection.execute(f"UPDATE runs SET {column} = ?", (value,))
+    connection.close()
+    cli("lab", "report", "--db", str(recorded_db)).assert_refused(
+        "posenc lab report: error:", str(recorded_db), run_id, says, "delete that row"
+    )
+    assert not (recorded_db.parent / "report").exists()
+
+
 # --- posenc lab run: --workdir checked before the database is touched ------------------------------
 
 

@@ -6,7 +6,15 @@ import argparse
 
 import pytest
 
-from posenc.cli.options import Parser, UsageError, distances, lengths, positive_int, tolerance
+from posenc.cli.options import (
+    Parser,
+    UsageError,
+    distances,
+    lengths,
+    positive_int,
+    some_lengths,
+    tolerance,
+)
 
 
 def test_parser_errors_raise_one_line_naming_the_subcommand():
@@ -30,6 +38,7 @@ def test_parser_errors_raise_one_line_naming_the_subcommand():
         (lengths, "64,128", (64, 128)),
         (lengths, "none", ()),
         (lengths, "", ()),
+        (some_lengths, "64, 128", (64, 128)),
     ],
 )
 def test_values_parse(parse, text, expected):
@@ -50,6 +59,11 @@ def test_values_parse(parse, text, expected):
         (distances, ",", "distances must name at least one distance, got ','"),
         (lengths, "64,0", "lengths must be positive, got '64,0'"),
         (lengths, "a", "lengths must be comma-separated integers or 'none', got 'a'"),
+        (some_lengths, "", "lengths must name at least one length, got ''"),
+        (some_lengths, ",", "lengths must name at least one length, got ','"),
+        (some_lengths, "none", "lengths must name at least one length, got 'none'"),
+        (some_lengths, "64,0", "lengths must be positive, got '64,0'"),
+        (some_lengths, "a", "lengths must be comma-separated integers, got 'a'"),
     ],
 )
 def test_bad_values_are_refused_with_the_value(parse, text, message):

@@ -15,6 +15,20 @@ def test_plot_writes_every_figure_of_an_encoding(cli, tmp_path):
     assert len(run.out.splitlines()) == len(expected)
 
 
+def test_plot_writes_every_figure_when_stdout_is_closed_and_ends_with_141(monkeypatch, tmp_path):
+    # `posenc plot t5 | head -1`: the figures are the results, the printed paths only name them
+    import sys
+
+    from posenc.cli import main
+    from posenc.plots import gallery
+    from tests.cli.test_main import ClosedPipe
+
+    expected = {f"{spec.name}.png" for spec in gallery.figures("t5")}
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    assert main(["plot", "t5", "--out", str(tmp_path)]) == 141
+    assert {path.name for path in tmp_path.iterdir()} == expected
+
+
 def test_plot_of_an_unknown_name_lists_the_valid_ones(cli, tmp_path):
     cli("plot", "sinus", "--out", str(tmp_path)).assert_refused(
         "unknown figure set 'sinus'; valid: all, alibi"

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
+
+from tests.cli.test_lab import recorded_db  # noqa: F401  (fixture)
 
 
 @pytest.fixture
@@ -38,6 +42,28 @@ def test_report_lab_db_that_is_not_a_lab_database_is_refused_naming_the_option(c
     run.assert_refused("--lab-db", str(afile), "not an sqlite database")
     assert " --db" not in run.err
     assert afile.read_text() == "not sqlite at all\n" * 100
+
+
+@pytest.mark.parametrize(
+    ("metrics", "says"),
+    [("'{oops'", "has a metrics column that is not valid JSON"), ("'{}'", "has metrics without 'eval'")],
+)
+def test_report_lab_db_with_a_damaged_record_is_refused_before_drawing(
+    cli,
+    recorded_db,  # noqa: F811
+    tmp_path,
+    no_build,
+    metrics,
+    says,
+):
+    # the database opens, but a report of it would fail after every other figure was drawn
+    with sqlite3.connect(recorded_db) as connection:
+        [(run_id,)] = connection.execute("SELECT config_hash FROM runs").fetchall()
+        connection.execute(f"UPDATE runs SET metrics = {metrics}")
+    connection.close()
+    cli("report", "--out", str(tmp_path / "r"), "--lab-db", str(recorded_db), "--no-progress").assert_refused(
+        "posenc report: error:", str(recorded_db), run_id, says
+    )
 
 
 def test_report_says_where_it_wrote(cli, tmp_path, monkeypatch):

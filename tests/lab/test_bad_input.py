@@ -33,6 +33,17 @@ def test_unknown_encoding_lists_the_valid_ones():
     assert all(name in str(error.value) for name in available())
 
 
+@pytest.mark.parametrize("value", ["", ",", []])
+def test_an_empty_encoding_or_task_list_is_refused_naming_it(value):
+    # read as "the default" it trained every encoding; read as "none" it planned nothing and succeeded
+    with pytest.raises(ValueError, match=r"--encodings must name at least one encoding, got"):
+        plan("smoke", tasks="copy", encodings=value)
+    with pytest.raises(ValueError, match=r"--task must name at least one task, got"):
+        plan("smoke", tasks=value, encodings="rope")
+    with pytest.raises(ValueError, match=r"--encodings must name at least one encoding, got"):
+        plan("extension", encodings=value)
+
+
 def test_evaluation_length_shorter_than_training_is_refused():
     with pytest.raises(ValueError, match="evaluation length 8 is shorter than the training length L=16"):
         check_eval_lengths(16, (8, 16, 32))
@@ -118,6 +129,21 @@ def test_refuses_numbers_out_of_range_and_records_nothing(option, value, named, 
     assert exit_code(*RUN, "--db", str(db), option, value) == 2
     err = capsys.readouterr().err
     assert f"argument {option}: " in err and named in err, err
+    assert not db.exists()
+
+
+@pytest.mark.parametrize(("option", "value"), [("--encodings", ""), ("--encodings", " , "), ("--task", "")])
+def test_refuses_an_empty_name_list_and_records_nothing(option, value, tmp_path, capsys, monkeypatch):
+    import posenc.lab.sweep
+
+    def trained(*args, **kwargs):
+        raise AssertionError("the sweep ran")
+
+    monkeypatch.setattr(posenc.lab.sweep, "run_sweep", trained)
+    db = tmp_path / "r.sqlite"
+    assert exit_code(*RUN, "--db", str(db), option, value) == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}" in err and f"expected at least one name, got {value!r}" in err, err
     assert not db.exists()
 
 

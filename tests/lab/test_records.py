@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pytest
@@ -73,6 +74,58 @@ def test_a_column_that_is_not_valid_json_is_refused_naming_the_database_the_run_
         records.rows()
     message = str(error.value)
     assert str(db) in message and "a" * 64 in message and "metrics" in message and "not valid JSON" in message
+
+
+@pytest.mark.parametrize(
+    ("column", "key", "value", "says"),
+    [
+        ("metrics", None, {}, "has metrics without 'eval'"),
+        ("metrics", "positional_parameters", "3", "metrics whose 'positional_parameters' is not an integer"),
+        ("metrics", "relative_position", {}, "relative_position has no verdict"),
+        ("metrics", "eval", {"x": {"status": "ok"}}, "eval length 'x' is not an integer"),
+        ("metrics", "eval", {"16": {"bpb": 1.0}}, "eval entry at length 16 has no status"),
+        ("metrics", "eval", {"16": {"status": "ok", "bpb": 1.0}}, "eval entry at length 16 lacks 'curve'"),
+        ("config", "train_length", None, "config whose 'train_length' is not an integer, got None"),
+        ("timings", None, {}, "has timings without 'seconds_per_step'"),
+        ("versions", None, [], "has a versions column that is not a JSON object"),
+    ],
+)
+def test_report_rows_refuse_a_finished_run_lacking_what_the_report_reads(tmp_path, column, key, value, says):
+    # valid JSON (rows() decodes it), but the report would stop half-way with a KeyError
+    from tests.lab.helpers import FAKE_CORPUS, record_run
+
+    db = tmp_path / "r.sqlite"
+    config = run_config(PRESETS["smoke"], "lm", "rope", 0, corpus_sha256=FAKE_CORPUS["sha256"])
+    with Records(db) as records:
+        record_run(records, "smoke", config, dict.fromkeys(config.eval_lengths, 2.0))
+        [row] = records.report_rows()  # whole, it is read
+    damaged = value if key is None else {**row[column], key: value}
+    with sqlite3.connect(db) as connection:
+        connection.execute(f"UPDATE runs SET {column} = ?", (json.dumps(damaged),))
+    connection.close()
+    with Records(db, readonly=True) as records:
+        assert len(records.rows()) == 1
+        with pytest.raises(ValueError) as error:
+            records.report_rows()
+    message = str(error.value)
+    assert str(db) in message and config.config_hash in message and "(lm, rope, seed 0)" in message
+    assert says in message, message
+
+
+def test_report_rows_read_a_run_that_is_not_applicable_with_its_empty_metrics(tmp_path):
+    with Records(tmp_path / "r.sqlite") as records:
+        records.write(
+            config_hash="b" * 64,
+            preset="smoke",
+            config={"task": "lm", "encoding": "mrope", "seed": -1},
+            status="not applicable",
+            metrics={},
+            timings={},
+            versions={},
+            corpus=None,
+            reason="needs coordinates",
+        )
+        assert [row["metrics"] for row in records.report_rows()] == [{}]
 
 
 def test_opening_a_folder_or_a_missing_file_read_only_says_which(tmp_path):

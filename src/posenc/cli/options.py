@@ -92,3 +92,20 @@ def lengths(text: str) -> tuple[int, ...]:
     if any(value < 1 for value in values):
         raise argparse.ArgumentTypeError(f"lengths must be positive, got {text!r}")
     return values
+
+
+def some_lengths(text: str) -> tuple[int, ...]:
+    """Comma-separated positive integers, at least one (``bench attention --seq-lens``, ``bench decode
+    --lengths``): the lengths a benchmark measures at, where none would measure nothing and succeed.
+    ``none`` is :func:`lengths`' word for an optional stage left out (``--sweep none``), not a length."""
+    if text.strip().lower() in ("", "none"):
+        raise argparse.ArgumentTypeError(f"lengths must name at least one length, got {text!r}")
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"lengths must be comma-separated integers, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"lengths must name at least one length, got {text!r}")
+    if any(value < 1 for value in values):
+        raise argparse.ArgumentTypeError(f"lengths must be positive, got {text!r}")
+    return values

@@ -22,6 +22,30 @@ def write_json(result: dict, path: Path | None) -> None:
         path.write_text(json.dumps(result, indent=2))
 
 
+class Lines:
+    """Lines on stdout that say what was just done (a path written), while the work goes on when
+    stdout's reader has gone (``posenc plot all | head -1``): the files are the results, the lines
+    only name them. :meth:`done` then raises the BrokenPipeError, which :func:`posenc.cli.main` ends
+    quietly with 141."""
+
+    def __init__(self) -> None:
+        self.closed: BrokenPipeError | None = None
+
+    def say(self, line: object) -> None:
+        """Print ``line`` now (flushed, so a reader sees each as it comes); nothing once stdout is closed."""
+        if self.closed is not None:
+            return
+        try:
+            print(line, flush=True)
+        except BrokenPipeError as error:
+            self.closed = error
+
+    def done(self) -> None:
+        """Raise the BrokenPipeError met while printing, if any."""
+        if self.closed is not None:
+            raise self.closed
+
+
 def console(wide: bool = False) -> rich.console.Console:
     """A rich console on stdout; ``wide``: 200 columns when stdout is not a terminal (files, pipes).
 

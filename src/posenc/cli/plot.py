@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from posenc._paths import writable_folder
+from posenc.cli.output import Lines
 
 FORMATS = ("png", "svg", "pdf")
 
@@ -19,7 +20,8 @@ def configure(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Write each figure of ``args.name`` into ``--out`` and print its path."""
+    """Write each figure of ``args.name`` into ``--out`` and print its path; a closed stdout stops the
+    paths, not the figures (exit 141 once every figure is written)."""
     from posenc.plots import gallery
 
     names = gallery.names() if args.name == "all" else [args.name]
@@ -27,9 +29,11 @@ def run(args: argparse.Namespace) -> int:
         if name not in gallery.names():
             raise ValueError(f"unknown figure set {name!r}; valid: all, {', '.join(gallery.names())}")
     writable_folder(args.out, "--out")
+    written = Lines()
     for name in names:
         for spec in gallery.figures(name):
             path = args.out / f"{spec.name}.{args.format}"
             spec.build().savefig(path, dpi=110)
-            print(path)
+            written.say(path)
+    written.done()
     return 0

@@ -38,8 +38,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_lab_db(path: Path) -> None:
-    """Refuse, before any figure is drawn, a ``--lab-db`` that is a folder or a file that is not a lab
-    database; a missing or empty one is fine (the report says it holds no lab records)."""
+    """Refuse, before any figure is drawn, a ``--lab-db`` that is a folder, a file that is not a lab
+    database, or one with a damaged record (every row is decoded and checked here, as ``posenc lab
+    report`` does); a missing or empty one is fine (the report says it holds no lab records)."""
     if path.is_dir():
         raise ValueError(f"--lab-db {str(path)!r} is a folder, not a lab records file")
     if not path.exists():
@@ -47,6 +48,7 @@ def _check_lab_db(path: Path) -> None:
     from posenc.lab.records import EmptyDatabase, Records
 
     try:
-        Records(path, readonly=True, option="--lab-db").close()
+        with Records(path, readonly=True, option="--lab-db") as records:
+            records.report_rows()
     except EmptyDatabase:
         pass

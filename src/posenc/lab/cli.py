@@ -50,6 +50,14 @@ def _lengths(text: str) -> list[int]:
     return values
 
 
+def _names(text: str) -> str:
+    """Comma-separated names, at least one (``--task``, ``--encodings``), returned as given: an empty
+    value (``--encodings "$UNSET"``) would otherwise read as the preset's default or as no run at all."""
+    if not any(part.strip() for part in text.split(",")):
+        raise argparse.ArgumentTypeError(f"expected at least one name, got {text!r}")
+    return text
+
+
 def _seeds(text: str) -> list[int]:
     from posenc.lab.presets import check_seeds
 
@@ -82,10 +90,16 @@ def _configure_run(commands) -> None:
     )
     run.add_argument("--preset", default="smoke", help=f"one of {', '.join(PRESETS)} (default smoke)")
     run.add_argument(
-        "--task", "--tasks", dest="tasks", default=None, help="comma-separated tasks (default all)"
+        "--task",
+        "--tasks",
+        dest="tasks",
+        type=_names,
+        default=None,
+        help="comma-separated tasks (default all)",
     )
     run.add_argument(
         "--encodings",
+        type=_names,
         default=None,
         help="comma-separated encodings (default the preset's for each task: every registered one unless the preset names them)",
     )
@@ -229,7 +243,7 @@ def _report(args: argparse.Namespace) -> int:
     from posenc.lab.report import write_report
 
     with Records(args.db, readonly=True) as records:  # missing, a folder, not a lab database: refused
-        rows = records.rows()  # every row decoded: a damaged one is refused before anything is written
+        rows = records.report_rows()  # every row decoded and checked: a damaged one is refused here
     if args.preset is not None and args.preset not in {row["preset"] for row in rows}:
         check_preset(args.preset)  # an unknown name is refused with the valid ones listed
     finished = [row for row in rows if row["status"] == "done" and args.preset in (None, row["preset"])]

@@ -60,6 +60,31 @@ _TABLES = {
     ),
 }
 
+#: What the lab's report reads of a finished run, column -> {key: the JSON type of its value}: a
+#: record without one would stop the report half-way (a KeyError after figures were drawn).
+_REPORTED = {
+    "config": {
+        "task": str,
+        "encoding": str,
+        "train_length": int,
+        "model": dict,
+        "train": dict,
+        "encoding_kwargs": dict,
+    },
+    "metrics": {
+        "eval": dict,
+        "positional_parameters": int,
+        "positional_parameters_at_2L": int,
+        "fixed_constants": int,
+        "relative_position": dict,
+    },
+    "timings": {"seconds_per_step": float},
+    "versions": {"python": str, "torch": str, "posenc": str, "device": str},
+}
+#: What an evaluation entry that measured something (status "ok") holds: language modelling, the rest.
+_MEASURED = {"lm": ("bpb", "curve"), "other": ("exact_match", "token_accuracy")}
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", dict: "a JSON object"}
+
 
 class EmptyDatabase(ValueError):
     """A database opened read-only that has no tables at all (an empty file is an empty sqlite database)."""
@@ -247,6 +272,20 @@ class Records:
             result.append(row)
         return result
 
+    def report_rows(self) -> list[dict]:
+        """Every recorded run as :meth:`rows` gives it, each finished one checked to hold what the lab's
+        report reads: a damaged record (valid JSON, but ``{}``) is refused here, naming the run, before
+        anything is drawn, rather than as a KeyError half-way through the report."""
+        rows = self.rows()
+        for row in rows:
+            damage = _damage(row)
+            if damage is not None:
+                raise ValueError(
+                    f"database {str(self.path)!r}: run {row['config_hash']} ({row['task']}, {row['encoding']}, "
+                    f"seed {row['seed']}) {damage}; delete that row or choose another database"
+                )
+        return rows
+
     def _decode(self, row: dict, column: str) -> object:
         try:
             return json.loads(row[column])
@@ -256,3 +295,43 @@ class Records:
                 f"seed {row['seed']}) has a {column} column that is not valid JSON ({error}); delete that "
                 "row or choose another database"
             ) from None
+
+
+def _damage(row: dict) -> str | None:
+    """What a decoded row lacks of what the report reads (``"has metrics without 'eval'"``), or None."""
+    for column in ("config", "metrics", "timings", "versions"):
+        if not isinstance(row[column], dict):
+            return f"has a {column} column that is not a JSON object"
+    if row["status"] != "done":
+        return None
+    for column, entries in _REPORTED.items():
+        for key, kind in entries.items():
+            if key not in row[column]:
+                return f"has {column} without {key!r}"
+            if not _is(row[column][key], kind):
+                return f"has {column} whose {key!r} is not {_TYPE_NAMES[kind]}, got {row[column][key]!r}"
+    if not isinstance(row["metrics"]["relative_position"].get("verdict"), str):
+        return "has metrics whose relative_position has no verdict"
+    return _eval_damage(row["metrics"]["eval"], _MEASURED["lm" if row["task"] == "lm" else "other"])
+
+
+def _eval_damage(evaluation: dict, measured: tuple[str, ...]) -> str | None:
+    """What an evaluation ``{length: entry}`` lacks: lengths that are integers, entries with a status,
+    and the measurements of those whose status is "ok"."""
+    for length, entry in evaluation.items():
+        if not length.isdigit():
+            return f"has metrics whose eval length {length!r} is not an integer"
+        if not isinstance(entry, dict) or not isinstance(entry.get("status"), str):
+            return f"has metrics whose eval entry at length {length} has no status"
+        missing = [key for key in measured if entry["status"] == "ok" and key not in entry]
+        if missing:
+            return f"has metrics whose eval entry at length {length} lacks {', '.join(map(repr, missing))}"
+    return None
+
+
+def _is(value: object, kind: type) -> bool:
+    """Whether a decoded JSON value is of ``kind`` (a float may be written as an integer; a bool is no
+    number)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int | float) if kind is float else isinstance(value, kind)

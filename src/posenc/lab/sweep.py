@@ -50,11 +50,20 @@ class Plan:
     bases: dict[str, RunConfig] = field(default_factory=dict)  # config hash -> a run others start from
 
 
-def _names(value: str | list[str] | None, default: list[str]) -> list[str]:
+def _names(value: str | list[str] | None, default: list[str], option: str) -> list[str]:
+    """The names in ``value`` (comma-separated, or a list), or ``default`` when it is None.
+
+    A value that names nothing ('' or ',', as ``--encodings "$UNSET"`` gives) is refused: read as
+    the default it would train every encoding, read as nothing it would plan no run and succeed.
+    """
     if value is None:
         return list(default)
     names = [v.strip() for v in value.split(",")] if isinstance(value, str) else list(value)
-    return [name for name in names if name]
+    names = [name for name in names if name]
+    if not names:
+        kind = option.removeprefix("--").removesuffix("s")
+        raise ValueError(f"{option} must name at least one {kind}, got {value!r}")
+    return names
 
 
 def plan(
@@ -77,10 +86,10 @@ def plan(
         return _extension_plan(
             chosen, tasks, encodings, seeds, steps, train_length, eval_lengths, checkpoint_every
         )
-    task_names = [check_task(t) for t in _names(tasks, list(chosen.sweep_tasks))]
+    task_names = [check_task(t) for t in _names(tasks, list(chosen.sweep_tasks), "--task")]
     for task in task_names:
         task_setup(chosen, task)
-    chosen_encodings = None if encodings is None else check_encodings(_names(encodings, []))
+    chosen_encodings = None if encodings is None else check_encodings(_names(encodings, [], "--encodings"))
     seeds = check_seeds(list(chosen.seeds if seeds is None else seeds))
     corpus = make_task("lm").fingerprint() if "lm" in task_names else None
     runs = []
@@ -120,7 +129,7 @@ def _extension_plan(
     """The context-extension study's plan (:mod:`posenc.lab.extension`): its lengths are its own."""
     from posenc.lab.extension import plan_runs
 
-    if _names(tasks, ["lm"]) != ["lm"]:
+    if _names(tasks, ["lm"], "--task") != ["lm"]:
         raise ValueError(f"the {preset.name} preset studies language modelling only; --task must be lm")
     if eval_lengths is not None:
         raise ValueError(f"the {preset.name} preset sets its own evaluation lengths (its factors × L)")
@@ -130,7 +139,7 @@ def _extension_plan(
         preset,
         seeds,
         corpus["sha256"],
-        encodings=None if encodings is None else check_encodings(_names(encodings, [])),
+        encodings=None if encodings is None else check_encodings(_names(encodings, [], "--encodings")),
         steps=steps,
         train_length=train_length,
         checkpoint_every=checkpoint_every,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
+import matplotlib as mpl
 import numpy as np
 import torch
 from matplotlib.axes import Axes
@@ -13,6 +15,8 @@ from matplotlib.image import AxesImage
 #: Diverging map for signed values (centred at 0), sequential map otherwise.
 SIGNED_CMAP = "RdBu_r"
 SEQUENTIAL_CMAP = "viridis"
+#: Line styles, one per pass through the colours: solid for the first ten lines, as matplotlib draws them.
+LINE_STYLES = ("-", "--", ":", "-.")
 
 
 def as_array(values: torch.Tensor | np.ndarray, name: str, dims: int | None = None) -> np.ndarray:
@@ -68,3 +72,24 @@ def floored(values: np.ndarray, floor: float) -> np.ndarray:
 def check_nonempty(name: str, mapping) -> None:
     if not mapping:
         raise ValueError(f"{name} must not be empty, got {mapping!r}")
+
+
+def line_styles(names: Iterable[str]) -> dict[str, dict[str, str]]:
+    """A colour and line style per name, in the order given: ``{name: {"color": …, "linestyle": …}}``
+    to pass to ``plot``; no two of the first 60 names look alike.
+
+    matplotlib's default cycle has 10 colours, so the 11th line looks like the 1st and a legend of 13
+    encodings names two lines with one colour. The first ten names get those ten colours, solid; the
+    next ten the lighter shades of tab20, dashed (a light shade beside its own dark one is told apart
+    by the dashes); then the twenty colours again, dotted, then dash-dotted. A figure that styles
+    every panel from one call keeps each name's colour the same in all of them.
+    """
+    dark = [mpl.colors.to_hex(colour) for colour in mpl.colormaps["tab10"].colors]
+    light = [mpl.colors.to_hex(colour) for colour in mpl.colormaps["tab20"].colors[1::2]]
+    colours = dark + light
+    styles = {}
+    for index, name in enumerate(dict.fromkeys(names)):
+        rounds = index // len(colours)  # passes through all twenty colours before this name
+        style = LINE_STYLES[index // len(dark)] if rounds == 0 else LINE_STYLES[2 + (rounds - 1) % 2]
+        styles[name] = {"color": colours[index % len(colours)], "linestyle": style}
+    return styles

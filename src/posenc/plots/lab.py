@@ -6,6 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from posenc.plots._common import line_styles
 
 
 def bits_per_position(
@@ -22,15 +25,17 @@ def bits_per_position(
         train_length: L, drawn as a dashed vertical line at position L (never trained at or beyond).
 
     Returns:
-        The Figure; each encoding's line carries ``gid="encoding-{name}"``.
+        The Figure; each encoding's line carries ``gid="encoding-{name}"``, and a colour and line
+        style of its own (:func:`~posenc.plots._common.line_styles`: more than 10 encodings are drawn).
     """
     figure = Figure(figsize=(9, 5), layout="constrained")
     axes = figure.add_subplot()
+    styles = line_styles(curves)
     for name, (positions, mean, low, high) in curves.items():
         x = [p + 1 for p in positions]
-        (line,) = axes.plot(x, mean, label=name, linewidth=1.5)
+        (line,) = axes.plot(x, mean, label=name, linewidth=1.5, **styles[name])
         line.set_gid(f"encoding-{name}")
-        axes.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+        axes.fill_between(x, low, high, color=styles[name]["color"], alpha=0.2, linewidth=0)
     axes.axvline(train_length + 1, color="black", linestyle="--", linewidth=1)
     axes.annotate(" L (training length)", (train_length + 1, 1), xycoords=("data", "axes fraction"), va="top")
     axes.set_xscale("log", base=2)
@@ -59,17 +64,22 @@ def accuracy_against_length(
         panels: ``{task: (L, {encoding: (lengths, mean, low, high)})}``.
 
     Returns:
-        The Figure; each line carries ``gid="{task}-{encoding}"``.
+        The Figure; each line carries ``gid="{task}-{encoding}"``. An encoding has one colour and line
+        style in every panel, whichever encodings each task ran, and the one legend lists every
+        encoding of any panel, in the order first met.
     """
     columns = max(1, min(3, len(panels)))
     rows = -(-len(panels) // columns)
     figure = Figure(figsize=(max(9.0, 4.2 * columns + 1.6), 3.4 * rows + 0.4), layout="constrained")
     grid = figure.subplots(rows, columns, squeeze=False, sharey=True)
+    styles = line_styles(name for _, lines in panels.values() for name in lines)
     for axes, (task, (length_l, lines)) in zip(grid.flat, panels.items(), strict=False):
         for name, (lengths, mean, low, high) in lines.items():
-            (line,) = axes.plot(lengths, mean, marker="o", markersize=3, label=name, linewidth=1.5)
+            (line,) = axes.plot(
+                lengths, mean, marker="o", markersize=3, label=name, linewidth=1.5, **styles[name]
+            )
             line.set_gid(f"{task}-{name}")
-            axes.fill_between(lengths, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
+            axes.fill_between(lengths, low, high, color=styles[name]["color"], alpha=0.15, linewidth=0)
         axes.axvline(length_l, color="black", linestyle="--", linewidth=1)
         axes.set_xticks(sorted({n for lengths, *_ in lines.values() for n in lengths}))
         axes.set_title(f"{task} (L = {length_l})", fontsize="medium")
@@ -80,8 +90,10 @@ def accuracy_against_length(
         axes.set_ylabel(ylabel)
     for axes in list(grid.flat)[len(panels) :]:
         axes.set_visible(False)
-    handles, labels = grid.flat[0].get_legend_handles_labels()
-    if handles:
-        figure.legend(handles, labels, fontsize="small", loc="outside right center")
+    if styles:  # one entry per encoding, drawn as its lines are (not taken from a panel that may lack some)
+        handles = [
+            Line2D([], [], marker="o", markersize=3, linewidth=1.5, **style) for style in styles.values()
+        ]
+        figure.legend(handles, list(styles), fontsize="small", loc="outside right center")
     figure.suptitle(title, fontsize="medium", wrap=True)
     return figure

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from posenc.plots._common import as_array, check_nonempty
+from posenc.plots._common import as_array, check_nonempty, line_styles
 
 
 def wavelength_spectrum(wavelengths: torch.Tensor | np.ndarray, *, title: str | None = None) -> Figure:
@@ -50,7 +50,10 @@ def inv_freq_scalings(
 
     Returns:
         The Figure; line ``gid="inv-freq-{name}"`` holds x = k, y = θ_k of that scaling, line
-        ``gid="divisor-{name}"`` x = k, y = θ_k(reference) / θ_k(name) for every other name.
+        ``gid="divisor-{name}"`` x = k, y = θ_k(reference) / θ_k(name) for every other name; each
+        scaling has a colour and line style of its own (there are more than 10). A scaling that sets
+        some θ_k to 0 (proportional RoPE leaves those pairs unrotated) cannot show them on the log
+        axes, where the divisor is infinite: the text ``gid="zero-frequencies"`` says which.
 
     Raises:
         ValueError: an empty mapping, or spectra of different lengths.
@@ -64,14 +67,18 @@ def inv_freq_scalings(
     figure = Figure(figsize=(9, 7 if has_reference else 4.5), layout="constrained")
     top, bottom = figure.subplots(2, 1, sharex=True) if has_reference else (figure.add_subplot(), None)
     pairs = np.arange(sizes.pop())
+    styles = line_styles(spectra)
     for name, values in spectra.items():
-        (line,) = top.plot(pairs, values, marker="o", markersize=2.5, linewidth=1.2, label=name)
+        (line,) = top.plot(
+            pairs, values, marker="o", markersize=2.5, linewidth=1.2, label=name, **styles[name]
+        )
         line.set_gid(f"inv-freq-{name}")
         if bottom is not None and name != reference:
-            (ratio,) = bottom.plot(
-                pairs, spectra[reference] / values, linewidth=1.5, label=name, color=line.get_color()
-            )
+            with np.errstate(divide="ignore"):  # θ_k = 0: an infinite divisor, said in the note below
+                divisor = spectra[reference] / values
+            (ratio,) = bottom.plot(pairs, divisor, linewidth=1.5, label=name, **styles[name])
             ratio.set_gid(f"divisor-{name}")
+    _note_zero_frequencies(top, spectra, divisor=bottom is not None)
     top.set_yscale("log")
     top.set_ylabel("θ_k (radians per position)")
     top.grid(True, which="both", alpha=0.3)
@@ -85,3 +92,23 @@ def inv_freq_scalings(
         bottom.grid(True, which="both", alpha=0.3)
     figure.suptitle("RoPE inv_freq before and after each scaling" if title is None else title)
     return figure
+
+
+def _note_zero_frequencies(axes, spectra: Mapping[str, np.ndarray], *, divisor: bool) -> None:
+    """Say in the figure which scalings set θ_k = 0 and at which pairs: a log axis silently leaves those
+    points out (and their divisor is infinite), so a line that stops short would otherwise look like
+    missing data."""
+    lines = []
+    for name, values in spectra.items():
+        zeros = np.flatnonzero(values == 0)
+        if zeros.size:
+            where = f"k = {zeros[0]}…{zeros[-1]}" if np.all(np.diff(zeros) == 1) else f"{zeros.size} pairs"
+            lines.append(
+                f"{name}: θ_k = 0 at {where} ({zeros.size} of {values.size} pairs not rotated): not drawn "
+                "on the log axes" + (", where their divisor is infinite" if divisor else "")
+            )
+    if lines:
+        note = axes.text(
+            0.01, 0.02, "\n".join(lines), transform=axes.transAxes, fontsize="small", va="bottom"
+        )
+        note.set_gid("zero-frequencies")

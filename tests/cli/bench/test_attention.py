@@ -52,6 +52,18 @@ def test_bad_lengths_rounds_and_json_are_refused_before_any_timing(cli, monkeypa
     cli("bench", "attention", "--only", "nosuch").assert_refused("--only", "matches no candidate")
 
 
+@pytest.mark.parametrize("value", ["", ",", "none"])
+def test_seq_lens_that_name_no_length_are_refused(cli, monkeypatch, value):
+    # 'none' leaves out the --sweep; --seq-lens are the lengths measured, and none measures nothing
+    def timed(**kwargs):
+        raise AssertionError("timed with no lengths")
+
+    monkeypatch.setattr(attention, "run", timed)
+    cli("bench", "attention", "--seq-lens", value, "--sweep", "none", "--no-memory").assert_refused(
+        "--seq-lens", "at least one length", repr(value)
+    )
+
+
 @pytest.mark.parametrize("option", [["--length", "8"], ["--d-model", "8"]])
 def test_options_of_other_benchmarks_are_not_accepted(cli, option):
     cli("bench", "attention", *option).assert_refused("unrecognized arguments", option[0])

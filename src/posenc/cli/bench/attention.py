@@ -23,7 +23,7 @@ def configure(subparsers) -> None:
     )
     parser.add_argument(
         "--seq-lens",
-        type=options.lengths,
+        type=options.some_lengths,
         default=None,
         help="comma-separated sequence lengths (default 1024,2048,4096; with --device cuda 1024,2048,…,32768)",
     )
@@ -51,7 +51,8 @@ def configure(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Time on the chosen device, print the tables, write ``--json``."""
+    """Time on the chosen device, write ``--json``, print the tables (the file first: a closed stdout
+    ends the command with 141 but keeps what was measured)."""
     from posenc.bench import attention
 
     if args.device == "cuda" and (args.sweep is not None or args.no_memory or args.only is not None):
@@ -68,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
         result = on_gpu(
             lambda: attention.run_cuda(seq_lens=seq_lens, rounds=rounds, compile=not args.no_compile)
         )
+        write_json(result, json_path)
         _print_cuda(result)
     else:
         result = attention.run(
@@ -78,8 +80,8 @@ def run(args: argparse.Namespace) -> int:
             sweep_sizes=attention.SWEEP if args.sweep is None else args.sweep,
             only=args.only,
         )
+        write_json(result, json_path)
         _print_cpu(result)
-    write_json(result, json_path)
     return 0
 
 

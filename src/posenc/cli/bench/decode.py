@@ -6,20 +6,19 @@ import argparse
 
 from posenc._paths import writable_file
 from posenc.cli.bench.options import add_json
-from posenc.cli.options import positive_int
+from posenc.cli.options import positive_int, some_lengths
 from posenc.cli.output import console, print_table, write_json
 from posenc.table import Column, Table
-
-
-def _lengths(text: str) -> list[int]:
-    return [positive_int(part) for part in text.split(",") if part.strip()]
 
 
 def configure(subparsers) -> None:
     """Add the ``bench decode`` parser."""
     parser = subparsers.add_parser("decode", help="per-token decode time and memory of each KV cache")
     parser.add_argument(
-        "--lengths", type=_lengths, default=None, help="tokens cached before timing (default 1024,8192,32768)"
+        "--lengths",
+        type=some_lengths,
+        default=None,
+        help="tokens cached before timing (default 1024,8192,32768)",
     )
     parser.add_argument(
         "--steps", type=positive_int, default=None, help="tokens decoded and timed (default 32)"
@@ -55,6 +54,8 @@ def decode_table(result: dict) -> Table:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Time, write ``--json``, print the table (the file first: a closed stdout ends the command with
+    141 but keeps what was measured)."""
     from posenc.bench import decode
 
     json_path = None if args.json is None else writable_file(args.json, "--json")
@@ -63,6 +64,6 @@ def run(args: argparse.Namespace) -> int:
         steps=decode.STEPS if args.steps is None else args.steps,
         memory=not args.no_memory,
     )
-    print_table(decode_table(result), out=console(wide=True))
     write_json(result, json_path)
+    print_table(decode_table(result), out=console(wide=True))
     return 0

@@ -34,7 +34,8 @@ def configure(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Time on the chosen device, print the tables, write ``--json``."""
+    """Time on the chosen device, write ``--json``, print the tables (the file first: a closed stdout
+    ends the command with 141 but keeps what was measured)."""
     from posenc.bench import rope
 
     json_path = None if args.json is None else writable_file(args.json, "--json")
@@ -42,11 +43,12 @@ def run(args: argparse.Namespace) -> int:
     if args.device == "cuda":
         require_cuda()
         result = on_gpu(lambda: rope.run_cuda(rounds=rounds, compile=not args.no_compile))
+        write_json(result, json_path)
         _print_cuda(result)
     else:
         result = rope.run(rounds=rounds, compile=not args.no_compile, training=not args.no_training)
+        write_json(result, json_path)
         _print_cpu(result)
-    write_json(result, json_path)
     return 0
 
 

@@ -58,14 +58,15 @@ def errors_table(result: dict) -> Table:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Time, print the two tables, write ``--json``."""
+    """Time, write ``--json``, print the two tables: the file first, so that a closed stdout
+    (``… | head -1``, exit 141) does not discard what was measured."""
     from posenc.bench import sinusoidal
 
     json_path = None if args.json is None else writable_file(args.json, "--json")
     rounds = ROUNDS if args.rounds is None else args.rounds
     result = sinusoidal.run(args.length, args.d_model, rounds)
+    write_json(result, json_path)
     terminal = console()
     print_table(timings_table(result, rounds), out=terminal)
     print_table(errors_table(result), out=terminal)
-    write_json(result, json_path)
     return 0
