@@ -101,6 +101,35 @@ def test_the_extension_preset_refuses_other_tasks_and_evaluation_lengths():
         plan("extension", eval_lengths=(64, 128))
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "flag"),
+    [
+        ("sliding_stride", 8, "--sliding-stride"),
+        ("random_positions", 4096, "--random-positions"),
+        ("embedding_scale", "sqrt", "--embedding-scale"),
+    ],
+)
+def test_the_extension_preset_refuses_the_options_it_does_not_apply(option, value, flag):
+    # they were dropped without a word: every run recorded the defaults and trained without them
+    with pytest.raises(ValueError, match=f"the extension preset does not take {flag}"):
+        plan("extension", seeds=[0], **{option: value})
+
+
+def test_the_report_averages_only_runs_of_one_study(tmp_path, monkeypatch):
+    # two budgets, one seed, in one database: each cell was the mean of both, "[6.622, 9.001]" wide
+    monkeypatch.setitem(PRESETS, "extension", TINY)
+    torch.set_num_threads(1)
+    db, work = tmp_path / "records.sqlite", tmp_path / "work"
+    context = distributed.start("spread", "cpu")
+    for steps in (8, 2):
+        run_sweep(plan("extension", steps=steps), db=db, workdir=work, context=context, progress=False)
+    markdown = comparison_markdown(db, preset="extension")
+    assert "context extension (study 1 of 2)" in markdown and "context extension (study 2 of 2)" in markdown
+    cells = [line for line in markdown.splitlines() if line.startswith(("| RoPE", "| alibi"))]
+    assert len(cells) == 2 * 4  # unscaled, linear, yarn and alibi, in each study
+    assert not any("[" in line for line in cells)  # one seed: a value, never an interval
+
+
 def _by_label(db) -> dict[str, dict]:
     with Records(db, readonly=True) as records:
         rows = records.rows(status="done")

@@ -9,6 +9,7 @@ without is trained from scratch at L.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 
 from matplotlib.figure import Figure
@@ -144,20 +145,45 @@ def _settings(rows: list[dict]) -> Bullets:
     return Bullets(tuple(items))
 
 
+#: Config entries that are not the study's setup: the seed, and what sets a run apart within one study
+#: (its encoding, the scaling in its arguments and the attention backends that follow from them).
+_NOT_SETUP = ("seed", "encoding", "encoding_kwargs", "train_backend", "eval_backend")
+
+
+def studies(rows: list[dict]) -> list[list[dict]]:
+    """The finished runs grouped by study, in the order first recorded: a run starting from a base's
+    weights (``init_from``) belongs to its base's study, and runs trained from scratch share one when
+    their configs agree but for the seed and the encoding. Only runs of one study are averaged (two
+    budgets or training lengths in one database give two studies, never one mean)."""
+    done = [row for row in rows if row["status"] == "done"]
+    by_hash = {row["config_hash"]: row for row in done}
+    groups: dict[str, list[dict]] = {}
+    for row in done:
+        root = by_hash.get(row["config"].get("init_from"), row)
+        setup = {key: value for key, value in root["config"].items() if key not in _NOT_SETUP}
+        groups.setdefault(json.dumps(setup, sort_keys=True), []).append(row)
+    return list(groups.values())
+
+
 def extension_blocks(preset: str, rows: list[dict]) -> list[Block]:
-    """The study's section: settings, then one table per target length."""
-    extended, _, _ = _groups(rows)
-    targets = sorted({target for _, _, target in extended})
-    blocks: list[Block] = [
-        Heading(3, f"Preset `{preset}`: context extension"),
-        Paragraph(
-            "A RoPE model trained at L, extended to each target length by each scaling (factor = target / L), "
-            "evaluated as it is (zero-shot) and after a short fine-tune at the target length; the other "
-            "encodings trained from scratch at L and evaluated at the same lengths."
-        ),
-        _settings(rows),
-    ]
-    blocks += [target_table(rows, target) for target in targets]
+    """The study's section: settings, then one table per target length; one such section per study
+    where the records hold more than one (:func:`studies`)."""
+    found = studies(rows)
+    blocks: list[Block] = []
+    for index, study in enumerate(found, start=1):
+        extended, _, _ = _groups(study)
+        targets = sorted({target for _, _, target in extended})
+        which = f" (study {index} of {len(found)})" if len(found) > 1 else ""
+        blocks += [
+            Heading(3, f"Preset `{preset}`: context extension{which}"),
+            Paragraph(
+                "A RoPE model trained at L, extended to each target length by each scaling (factor = target / L), "
+                "evaluated as it is (zero-shot) and after a short fine-tune at the target length; the other "
+                "encodings trained from scratch at L and evaluated at the same lengths."
+            ),
+            _settings(study),
+        ]
+        blocks += [target_table(study, target) for target in targets]
     return blocks
 
 
@@ -186,10 +212,11 @@ def extension_curves(rows: list[dict], mode: str, bins: int = 48) -> tuple[dict,
 
 def extension_figure(rows: list[dict], mode: str) -> Figure | None:
     """Bits per byte against position at the longest target, one line per scaling (and, zero-shot, per
-    encoding from scratch); None without such runs."""
+    encoding from scratch), of the study with the most runs; None without such runs."""
     from posenc.plots.lab import bits_per_position
 
-    curves, length, target = extension_curves(rows, mode)
+    found = studies(rows)
+    curves, length, target = extension_curves(max(found, key=len) if found else [], mode)
     if not curves:
         return None
     return bits_per_position(

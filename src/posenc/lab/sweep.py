@@ -83,6 +83,12 @@ def plan(
     """The sweep's run configs; every bad name, number or length raises a ValueError here, before training."""
     chosen = check_preset(preset)
     if chosen.extension is not None:
+        _refuse_for_extension(
+            chosen,
+            sliding_stride=sliding_stride,
+            random_positions=random_positions,
+            embedding_scale=embedding_scale,
+        )
         return _extension_plan(
             chosen, tasks, encodings, seeds, steps, train_length, eval_lengths, checkpoint_every
         )
@@ -121,6 +127,16 @@ def plan(
         if config.task == "lm":
             _check_fits_corpus(config, corpus)
     return Plan(chosen, runs, skipped, corpus)
+
+
+def _refuse_for_extension(preset: Preset, **options: object) -> None:
+    """The run options the extension study does not take (it plans its runs' models and windows itself):
+    given, they were dropped without a word and the study trained without them."""
+    given = [f"--{name.replace('_', '-')}" for name, value in options.items() if value is not None]
+    if given:
+        raise ValueError(
+            f"the {preset.name} preset does not take {', '.join(given)}: it sets its runs itself"
+        )
 
 
 def _extension_plan(
