@@ -76,3 +76,22 @@ def test_documents_with_a_kv_cache_are_refused():
     layer = MultiHeadAttention(32, 4, encoding=posenc.build("rope", d_head=8))
     with pytest.raises(ValueError, match="documents with a KV cache"):
         layer(torch.randn(1, 4, 32), cache=KVCache(), documents=torch.tensor([0, 0, 1, 1]))
+
+
+@pytest.mark.parametrize("backend", ["eager", "sdpa", "flex"])
+def test_each_row_packs_its_own_documents_with_grouped_query_attention(backend):
+    torch.manual_seed(0)
+    model = TransformerLM(
+        32, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, encoding="alibi", backend=backend
+    )
+    packings = [(5, 3, 4), (8, 4)]  # [b, s] documents: each row its own boundaries
+    tokens = torch.randint(0, 32, (2, 12))
+    positions = torch.stack([torch.cat([torch.arange(n) for n in lengths]) for lengths in packings])
+    documents = torch.stack([torch.cat([torch.full((n,), d) for d, n in enumerate(p)]) for p in packings])
+    with torch.no_grad():
+        packed = model(tokens, positions, documents=documents)  # [2, 12, vocab]
+        for row, lengths in enumerate(packings):
+            starts = [sum(lengths[:d]) for d in range(len(lengths))]
+            for start, n in zip(starts, lengths, strict=True):
+                alone = model(tokens[row : row + 1, start : start + n])[0]
+                torch.testing.assert_close(packed[row, start : start + n], alone, rtol=1e-4, atol=1e-5)
