@@ -501,3 +501,38 @@ def test_scaled_rope_keeps_logits_and_greedy_tokens(model_type):
     model = tiny_models.build(case, config)
     patched = use_posenc_rope(copy.deepcopy(model))  # before either runs: dynamic NTK keeps state
     assert tiny_models.difference(tiny_models.answers(model), tiny_models.answers(patched)) is None
+
+
+def test_a_dynamic_module_whose_inv_freq_was_replaced_is_refused():
+    # transformers' dynamic module keeps a replaced inv_freq until a call grows past max_seq_len_cached:
+    # it was accepted, and the config's frequencies moved the logits by up to 1.21
+    model = small_llama({"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 4.0}, 16)
+    model.model.rotary_emb.inv_freq = model.model.rotary_emb.inv_freq * 1.5
+    original = model.model.rotary_emb
+    with pytest.raises(
+        ValueError, match="its inv_freq is not the one its config gives at its max_seq_len_cached"
+    ):
+        use_posenc_rope(model)
+    assert model.model.rotary_emb is original
+
+
+def test_a_dynamic_module_whose_length_changed_after_it_was_built_is_refused():
+    # the module keeps original_max_seq_len 16 from when it was built; posenc read 8 from the config and
+    # scaled where transformers does not (logits off by up to 0.28)
+    model = small_llama({"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 4.0}, 16)
+    model.config.max_position_embeddings = 8
+    with pytest.raises(ValueError, match="its original_max_seq_len 16 is not the 8 its config gives"):
+        use_posenc_rope(model)
+
+
+def test_a_dynamic_module_that_has_grown_is_taken_with_its_state():
+    # after a call of 40 tokens its inv_freq is the dynamic one at 40: that is the config's, not a change
+    model = small_llama({"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 4.0}, 16)
+    ids = input_ids()  # [2, 40]
+    with torch.no_grad():
+        model(ids)
+        assert model.model.rotary_emb.max_seq_len_cached == 40
+        before = model(ids).logits
+        use_posenc_rope(model)
+        after = model(ids).logits
+    torch.testing.assert_close(after, before, rtol=0, atol=LOGITS_ATOL)

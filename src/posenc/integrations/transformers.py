@@ -551,6 +551,8 @@ def _checked_spectrum(module: nn.Module, config, layer_type: str | None) -> Pose
         )
     reference = _reference_copy(module)  # one per spectrum: each probe sequence starts from a fresh state
     _check_built_from_config(module, reference, layer_type)
+    if first.scaling == "dynamic":
+        _check_dynamic_state(module, reference, first, prefix)
     name, output_dtype = _probe(reference, candidates, config, layer_type)
     cached = getattr(module, f"{prefix}max_seq_len_cached", getattr(module, "max_seq_len_cached", None))
     return PosencRotaryEmbedding(
@@ -610,6 +612,43 @@ def _check_built_from_config(module: nn.Module, reference: nn.Module, layer_type
             own.detach().cpu().double(), built.double(), rtol=max(rounding, 2e-7), atol=0.0
         ):
             raise ValueError(f"its {key} is not the one its config gives (changed after it was built)")
+
+
+def _check_dynamic_state(module: nn.Module, reference: nn.Module, posenc_rope, prefix: str) -> None:
+    """ValueError unless a dynamic-NTK module holds what its config gives at its own state: its original
+    length the config's (a max_position_embeddings changed after it was built would move where posenc
+    starts to scale), and its inv_freq the config's frequencies at its ``max_seq_len_cached`` (it keeps
+    a replaced inv_freq until a call grows past that length, so the replacement would be used)."""
+
+    def attribute(module_: nn.Module, name: str):
+        return getattr(module_, f"{prefix}{name}", getattr(module_, name, None))
+
+    own_original, built_original = (
+        attribute(module, "original_max_seq_len"),
+        attribute(reference, "original_max_seq_len"),
+    )
+    if own_original is not None and built_original is not None and own_original != built_original:
+        raise ValueError(
+            f"its original_max_seq_len {own_original} is not the {built_original} its config gives "
+            "(max_position_embeddings changed after it was built)"
+        )
+    own, cached = attribute(module, "inv_freq"), attribute(module, "max_seq_len_cached")
+    if (
+        not isinstance(own, torch.Tensor)
+        or own.is_meta
+        or not isinstance(cached, int)
+        or built_original is None
+    ):
+        return  # nothing to compare (the probes still compare what the module returns)
+    expected, _ = posenc_rope._inv_freq(max(cached, built_original))  # [r/2] float64
+    rounding = torch.finfo(own.dtype).eps if own.is_floating_point() else 0.0
+    if own.shape != expected.shape or not torch.allclose(
+        own.detach().cpu().double(), expected, rtol=max(2 * rounding, 2e-7), atol=0.0
+    ):
+        raise ValueError(
+            f"its inv_freq is not the one its config gives at its max_seq_len_cached {cached} "
+            "(changed after it was built)"
+        )
 
 
 def _probes(config, layer_type: str | None = None) -> list[tuple[str, torch.dtype, torch.Tensor, bool]]:
