@@ -217,7 +217,7 @@ class TransformerLM(nn.Module):
         positions = continued_positions(
             positions, x, cache, self.encoding.position_columns
         )  # once for all layers
-        documents = document_ids(documents, tokens[..., None], cache)  # checked once for all layers
+        documents = document_ids(documents, x, cache)  # checked once for all layers
         x = self.encoding.embed(x, positions)  # [b, s, d]
         for index, block in enumerate(self.blocks):
             x = block(x, positions, caches[index] if caches else None, documents)

@@ -79,33 +79,29 @@ def distances(text: str) -> list[int]:
     return values
 
 
+def _positive_ints(text: str, expected: str) -> tuple[int, ...]:
+    """The comma-separated integers of ``text``, each ≥ 1; ``expected`` says what else the option takes."""
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"lengths must be {expected}, got {text!r}") from None
+    if any(value < 1 for value in values):
+        raise argparse.ArgumentTypeError(f"lengths must be positive, got {text!r}")
+    return values
+
+
 def lengths(text: str) -> tuple[int, ...]:
     """Comma-separated positive integers, or ``none`` (or nothing) for none (``--sweep none``)."""
     if text.strip().lower() in ("", "none"):
         return ()
-    try:
-        values = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"lengths must be comma-separated integers or 'none', got {text!r}"
-        ) from None
-    if any(value < 1 for value in values):
-        raise argparse.ArgumentTypeError(f"lengths must be positive, got {text!r}")
-    return values
+    return _positive_ints(text, "comma-separated integers or 'none'")
 
 
 def some_lengths(text: str) -> tuple[int, ...]:
     """Comma-separated positive integers, at least one (``bench attention --seq-lens``, ``bench decode
     --lengths``): the lengths a benchmark measures at, where none would measure nothing and succeed.
     ``none`` is :func:`lengths`' word for an optional stage left out (``--sweep none``), not a length."""
-    if text.strip().lower() in ("", "none"):
-        raise argparse.ArgumentTypeError(f"lengths must name at least one length, got {text!r}")
-    try:
-        values = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"lengths must be comma-separated integers, got {text!r}") from None
+    values = () if text.strip().lower() == "none" else _positive_ints(text, "comma-separated integers")
     if not values:
         raise argparse.ArgumentTypeError(f"lengths must name at least one length, got {text!r}")
-    if any(value < 1 for value in values):
-        raise argparse.ArgumentTypeError(f"lengths must be positive, got {text!r}")
     return values
