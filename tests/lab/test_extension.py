@@ -107,6 +107,8 @@ def test_the_extension_preset_refuses_other_tasks_and_evaluation_lengths():
         ("sliding_stride", 8, "--sliding-stride"),
         ("random_positions", 4096, "--random-positions"),
         ("embedding_scale", "sqrt", "--embedding-scale"),
+        ("lr", 1e-2, "--lr"),
+        ("warmup", 0, "--warmup"),
     ],
 )
 def test_the_extension_preset_refuses_the_options_it_does_not_apply(option, value, flag):

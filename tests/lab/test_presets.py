@@ -109,6 +109,22 @@ def test_scaled_runs_are_a_configuration_of_their_own_named_by_the_scale(tmp_pat
     assert "model.embedding_scale" not in markdown  # named once, as the option that set it
 
 
+def test_lr_and_warmup_overrides_are_a_configuration_of_their_own(tmp_path):
+    cpu = PRESETS["cpu"]
+    corpus = FAKE_CORPUS["sha256"]
+    default = run_config(cpu, "lm", "t5", 0, corpus_sha256=corpus)
+    changed = run_config(cpu, "lm", "t5", 0, corpus_sha256=corpus, lr=5e-4, warmup=50)
+    assert (changed.train.lr, changed.train.warmup) == (5e-4, 50)
+    assert replace(changed.train, lr=default.train.lr, warmup=default.train.warmup) == default.train
+    assert changed.config_hash != default.config_hash
+    path = tmp_path / "r.sqlite"
+    with Records(path) as records:
+        for config in (default, changed):
+            record_run(records, "cpu", config, dict.fromkeys(config.eval_lengths, 2.0))
+    markdown = comparison_markdown(path)
+    assert "#### Configuration: train.lr=0.0005, train.warmup=50" in markdown, markdown
+
+
 def _outside_the_encoding(encoding: str) -> dict[str, torch.Tensor]:
     config = run_config(PRESETS["cpu"], "copy", encoding, 0)
     model = build_model(config, make_task("copy"))

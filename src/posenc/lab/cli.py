@@ -35,6 +35,25 @@ def _at_least_one(text: str) -> int:
     return value
 
 
+def _at_least_zero(text: str) -> int:
+    """An integer ≥ 0 (warm-up steps)."""
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
+def _positive(text: str) -> float:
+    """A positive finite number (a learning rate)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
 def _ints(text: str) -> list[int]:
     values = [_integer(part.strip()) for part in text.split(",") if part.strip()]
     if not values:
@@ -116,6 +135,10 @@ def _configure_run(commands) -> None:
         help="checkpoint directory (default: 'checkpoints' next to the database)",
     )
     run.add_argument("--steps", type=_at_least_one, default=None, help="override the preset's training steps")
+    run.add_argument("--lr", type=_positive, default=None, help="override the preset's peak learning rate")
+    run.add_argument(
+        "--warmup", type=_at_least_zero, default=None, help="override the preset's linear warm-up steps"
+    )
     run.add_argument(
         "--train-length", type=_at_least_one, default=None, help="override the training length L"
     )
@@ -208,6 +231,8 @@ def _run(args: argparse.Namespace) -> int:
         encodings=args.encodings,
         seeds=args.seeds,
         steps=args.steps,
+        lr=args.lr,
+        warmup=args.warmup,
         train_length=args.train_length,
         eval_lengths=None if args.eval_lengths is None else tuple(args.eval_lengths),
         sliding_stride=args.sliding_stride,
@@ -281,7 +306,7 @@ def _presets(args: argparse.Namespace) -> int:
             print(
                 f"  {task}: L={setup.train_length}, eval at {list(setup.eval_lengths(setup.train_length))}, "
                 f"d_model={model.d_model}, layers={model.n_layers}, heads={model.n_heads}, "
-                f"steps={train.steps}, batch={train.batch_size}, lr={train.lr}"
+                f"steps={train.steps}, batch={train.batch_size}, lr={train.lr}, warm-up={train.warmup}"
                 + (f"; encodings {', '.join(setup.encodings)}" if setup.encodings else "")
             )
     return 0

@@ -430,6 +430,21 @@ def check_eval_lengths(train_length: int, eval_lengths: tuple[int, ...]) -> tupl
     return tuple(sorted(set(eval_lengths)))
 
 
+def _train_config(train: TrainConfig, steps: int | None, lr: float | None, warmup: int | None) -> TrainConfig:
+    """``train`` with the budget's overrides (a warm-up longer than the steps never reaches the peak)."""
+    if steps is not None:
+        train = replace(train, steps=check_at_least_one("steps", steps))
+    if lr is not None:
+        train = replace(train, lr=check_positive_float("lr", lr))
+    if warmup is not None:
+        if isinstance(warmup, bool) or not isinstance(warmup, int):
+            raise TypeError(f"warmup must be an integer, got {warmup!r}")
+        if warmup < 0:
+            raise ValueError(f"warmup must be at least 0, got {warmup}")
+        train = replace(train, warmup=warmup)
+    return train
+
+
 def run_config(
     preset: Preset,
     task: str,
@@ -438,6 +453,8 @@ def run_config(
     *,
     corpus_sha256: str | None = None,
     steps: int | None = None,
+    lr: float | None = None,
+    warmup: int | None = None,
     train_length: int | None = None,
     eval_lengths: tuple[int, ...] | None = None,
     sliding_stride: int | None = None,
@@ -445,12 +462,13 @@ def run_config(
     random_positions: int | None = None,
     embedding_scale: float | str | None = None,
 ) -> RunConfig:
-    """The config of one run of ``preset``, with optional overrides of the budget and lengths,
-    randomized positions (training sequences placed in 0 … random_positions − 1) and the token
-    embeddings' scale (a number, or ``"sqrt"`` for √d_model).
+    """The config of one run of ``preset``, with optional overrides of the budget (steps, peak learning
+    rate, warm-up steps) and lengths, randomized positions (training sequences placed in
+    0 … random_positions − 1) and the token embeddings' scale (a number, or ``"sqrt"`` for √d_model).
 
     Raises:
         ValueError: ``steps``, ``train_length``, ``checkpoint_every`` or ``random_positions`` below 1, an
+            ``lr`` that is not positive and finite, a ``warmup`` below 0, an
             embedding scale that is not positive and finite (nor ``"sqrt"``),
             a randomized range shorter than the longest evaluated sequence, a seed outside
             0 … MAX_SEED, an evaluation length below the training length, a sliding stride outside
@@ -470,9 +488,7 @@ def run_config(
     length = setup.train_length if train_length is None else train_length
     lengths = setup.eval_lengths(length) if eval_lengths is None else eval_lengths
     lengths = check_eval_lengths(length, lengths)
-    train = setup.train
-    if steps is not None:
-        train = replace(train, steps=steps)
+    train = _train_config(setup.train, steps, lr, warmup)
     if checkpoint_every is not None:
         train = replace(train, checkpoint_every=checkpoint_every)
     eval_size = setup.eval_size

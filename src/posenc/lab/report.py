@@ -622,7 +622,8 @@ def _settings(rows: list[dict]) -> Bullets:
         lines.append(
             f"`{task}`: L={config['train_length']}, evaluated at {', '.join(map(str, config['eval_lengths']))}; "
             f"d_model={model['d_model']}, {model['n_layers']} layers, {model['n_heads']} heads; "
-            f"{train['steps']} steps of batch {train['batch_size']}, lr {train['lr']}; seeds {seeds}"
+            f"{train['steps']} steps of batch {train['batch_size']}, peak lr {train['lr']} after "
+            f"{train['warmup']} warm-up steps; seeds {seeds}"
             + "".join(f"; `{name}` {kwargs}" for name, kwargs in sorted(arguments.items()) if kwargs)
         )
     corpus = next((row["corpus"] for row in done if row["corpus"]), None)

@@ -73,6 +73,8 @@ def plan(
     encodings: str | list[str] | None = None,
     seeds: list[int] | None = None,
     steps: int | None = None,
+    lr: float | None = None,
+    warmup: int | None = None,
     train_length: int | None = None,
     eval_lengths: tuple[int, ...] | None = None,
     sliding_stride: int | None = None,
@@ -85,6 +87,8 @@ def plan(
     if chosen.extension is not None:
         _refuse_for_extension(
             chosen,
+            lr=lr,
+            warmup=warmup,
             sliding_stride=sliding_stride,
             random_positions=random_positions,
             embedding_scale=embedding_scale,
@@ -115,6 +119,8 @@ def plan(
                         seed,
                         corpus_sha256=None if corpus is None else corpus["sha256"],
                         steps=steps,
+                        lr=lr,
+                        warmup=warmup,
                         train_length=train_length,
                         eval_lengths=eval_lengths,
                         sliding_stride=sliding_stride,
