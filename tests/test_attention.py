@@ -225,7 +225,7 @@ def test_an_encoding_giving_only_a_score_mod_or_only_a_bias_runs_on_every_backen
 
 def test_positions_of_the_wrong_shape_are_refused():
     attention = MultiHeadAttention(32, 4, encoding=posenc.build("rope", d_head=8))
-    with pytest.raises(ValueError, match=r"positions must have shape \[6\] or \[2, 6\]"):
+    with pytest.raises(ValueError, match=r"positions must have shape \[6\], \[1, 6\] or \[2, 6\]"):
         attention(torch.zeros(2, 6, 32), torch.arange(5))
 
 
@@ -245,7 +245,9 @@ def test_attend_refuses_positions_that_do_not_fit_q_and_k(name):
     for backend in ATTENTION:
         attention.backend = backend
         for q_positions, k_positions, bad in misfits:
-            expected = f"{bad} must have shape [5{coordinates}] or [2, 5{coordinates}] to match"
+            expected = (
+                f"{bad} must have shape [5{coordinates}], [1, 5{coordinates}] or [2, 5{coordinates}] to match"
+            )
             with pytest.raises(ValueError, match=re.escape(expected)):
                 attention.attend(q, k, v, q_positions, k_positions)
 

@@ -73,7 +73,7 @@ def test_packed_documents_train_as_each_alone():
     [
         (torch.tensor([0, 0, 1, 0]), ValueError, "a decrease after index 2"),
         (torch.tensor([[0, 0, 1, 1], [0, 1, 1, 0]]), ValueError, "a decrease after index 2 of row 1"),
-        (torch.tensor([0, 0, 1]), ValueError, r"documents must have shape \[4\] or \[2, 4\]"),
+        (torch.tensor([0, 0, 1]), ValueError, r"documents must have shape \[4\], \[1, 4\] or \[2, 4\]"),
         (torch.tensor([0.0, 0.0, 1.0, 1.0]), TypeError, "documents must be an integer tensor of ids"),
         (torch.tensor([False, False, True, True]), TypeError, "documents must be an integer tensor of ids"),
     ],

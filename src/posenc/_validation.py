@@ -147,6 +147,13 @@ def as_positions(
     return positions.to(dtype=torch.int64, device=device)
 
 
+def row_shapes(row: tuple[int, ...], batch: int) -> str:
+    """The shapes a per-token tensor of one row's shape ``row`` may take for a batch of ``batch`` rows, for
+    error messages: ``[s]``, ``[1, s]`` (one row for every row) or ``[b, s]``."""
+    shape = ", ".join(map(str, row))
+    return f"[{shape}] or [1, {shape}]" if batch == 1 else f"[{shape}], [1, {shape}] or [{batch}, {shape}]"
+
+
 def as_coordinates(
     positions: torch.Tensor | Iterable,
     axes: int,

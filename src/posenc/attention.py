@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc._validation import check_bool, check_positive_int
+from posenc._validation import check_bool, check_positive_int, row_shapes
 from posenc.backends import ATTENTION, check_backend
 from posenc.encodings import PositionalEncoding, build
 from posenc.encodings.base import query_key_positions, resolve_positions
@@ -389,9 +389,11 @@ def document_ids(
             f"documents must be an integer tensor of ids, got {getattr(documents, 'dtype', type(documents).__name__)}"
         )
     batch, seq_len = x.shape[0], x.shape[1]
+    if documents.shape == (1, seq_len):  # one row for the whole batch
+        documents = documents[0]
     if documents.shape not in ((seq_len,), (batch, seq_len)):
         raise ValueError(
-            f"documents must have shape [{seq_len}] or [{batch}, {seq_len}] to match an input of shape "
+            f"documents must have shape {row_shapes((seq_len,), batch)} to match an input of shape "
             f"{tuple(x.shape)}, got {tuple(documents.shape)}"
         )
     documents = documents.to(dtype=torch.int64, device=x.device)

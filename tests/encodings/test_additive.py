@@ -68,7 +68,7 @@ def test_add_mode_refuses_a_width_mismatch():
 
 @pytest.mark.parametrize("positions", [torch.arange(5), torch.zeros(3, 4, dtype=torch.long)])
 def test_positions_that_do_not_match_the_input_are_refused(positions):
-    with pytest.raises(ValueError, match=r"positions must have shape \[4\] or \[2, 4\]"):
+    with pytest.raises(ValueError, match=r"positions must have shape \[4\], \[1, 4\] or \[2, 4\]"):
         SinusoidalEncoding(8).embed(torch.zeros(2, 4, 8), positions)
 
 

@@ -213,8 +213,8 @@ def test_bad_arguments_are_named(kwargs, message):
 @pytest.mark.parametrize(
     ("positions", "message"),
     [
-        (torch.arange(9), r"positions must have shape \[10\] or \[2, 10\]"),
-        (torch.zeros(3, 10, dtype=torch.long), r"positions must have shape \[10\] or \[2, 10\]"),
+        (torch.arange(9), r"positions must have shape \[10\], \[1, 10\] or \[2, 10\]"),
+        (torch.zeros(3, 10, dtype=torch.long), r"positions must have shape \[10\], \[1, 10\] or \[2, 10\]"),
         (torch.arange(10.0), "positions must be integers, got dtype torch.float32"),
         (torch.arange(-1, 9), "positions must lie in 0 … 2\\^27 − 1, got -1"),
     ],

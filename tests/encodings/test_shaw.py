@@ -40,7 +40,6 @@ MISFIT_POSITIONS = {
         "q_positions",
         (3, 5),
     ),
-    "1 row for a batch of 2": (torch.arange(5), torch.arange(5)[None], "k_positions", (1, 5)),
 }
 misfit_positions = pytest.mark.parametrize(
     ("q_positions", "k_positions", "name", "shape"), MISFIT_POSITIONS.values(), ids=MISFIT_POSITIONS
@@ -49,7 +48,9 @@ misfit_positions = pytest.mark.parametrize(
 
 def misfit_message(name: str, shape: tuple[int, ...]) -> str:
     """The error naming positions ``name`` of ``shape`` that do not fit 5 queries or keys in a batch of 2."""
-    expected = rf"{name} must have shape \[5\] or \[2, 5\] to match an input of shape \(2, \d+, 5, \d+\)"
+    expected = (
+        rf"{name} must have shape \[5\], \[1, 5\] or \[2, 5\] to match an input of shape \(2, \d+, 5, \d+\)"
+    )
     return rf"{expected}, got {re.escape(str(shape))}"
 
 

@@ -33,7 +33,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from posenc._validation import as_coordinates, as_positions, check_float_tensor
+from posenc._validation import as_coordinates, as_positions, check_float_tensor, row_shapes
 
 KINDS = ("additive", "rotary", "bias", "none")
 #: The sizes of a model an encoding may take from it, as constructor argument names.
@@ -59,7 +59,8 @@ def resolve_positions(
     """Positions for the sequence axis ``seq_dim`` of x, on x's device (errors call them ``name``).
 
     One column (``columns=1``): ``[s]`` or ``[b, s]``, int64. Several (positions on n axes):
-    ``[s, n]`` or ``[b, s, n]``, int64 or float64 (:func:`posenc._validation.as_coordinates`).
+    ``[s, n]`` or ``[b, s, n]``, int64 or float64 (:func:`posenc._validation.as_coordinates`). A batch
+    axis of 1 (``[1, s]``, ``[1, s, n]``) holds for every row and is returned without it.
     None means ``start … start + s − 1``, on every axis (the diagonal, where M-RoPE puts text); a
     ``start`` of int64 ``[b]``, one per row, gives ``[b, s]`` / ``[b, s, n]``.
 
@@ -74,16 +75,16 @@ def resolve_positions(
     batch = x.shape[0]
     if columns == 1:
         positions = as_positions(positions, device=x.device, name=name)
-        if positions.shape in ((seq_len,), (batch, seq_len)):
-            return positions
-        expected = f"[{seq_len}] or [{batch}, {seq_len}]"
+        row = (seq_len,)
     else:
         positions = as_coordinates(positions, columns, device=x.device, name=name)
-        if positions.shape in ((seq_len, columns), (batch, seq_len, columns)):
-            return positions
-        expected = f"[{seq_len}, {columns}] or [{batch}, {seq_len}, {columns}]"
+        row = (seq_len, columns)
+    if positions.shape == (1, *row):  # one row for the whole batch (transformers' [1, s] position ids)
+        positions = positions[0]
+    if positions.shape in (row, (batch, *row)):
+        return positions
     raise ValueError(
-        f"{name} must have shape {expected} to match an input of shape {tuple(x.shape)}, "
+        f"{name} must have shape {row_shapes(row, batch)} to match an input of shape {tuple(x.shape)}, "
         f"got {tuple(positions.shape)}"
     )
 
