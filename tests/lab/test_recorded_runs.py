@@ -24,12 +24,15 @@ RECORDED = [
     ("gpu-records.sqlite", "gpu"),  # `make lab-gpu` on one H200, stopped by the time limit
     ("extension-records.sqlite", "extension"),  # `make lab-extension`
 ]
-#: (records file, preset, runs done) of the presets planned one (task, encoding, seed) at a time
+#: (records file, preset, runs done, runs with another lr or warm-up than the preset's) of the presets
+#: planned one (task, encoding, seed) at a time
 SWEEPS = [
-    ("cpu-records.sqlite", "cpu", 117),  # 60 runs and 3 scaled by √d in `make lab`, 54 added after it
-    ("cpu-records.sqlite", "grid", 21),  # 18 runs and 3 scaled 2-D sin-cos runs
-    ("cpu-summation-records.sqlite", "cpu", 15),  # the five encodings, 3 seeds
-    ("gpu-records.sqlite", "gpu", 60),  # 60 of 75: summation (on 1 … 8 symbols) not run
+    # `make lab` (60 runs, 3 scaled by √d), 54 added after it at the preset's budget; 15 reverse runs with
+    # --warmup 100 and the preset before's 45 algorithmic runs (--lr 0.001 --warmup 100)
+    ("cpu-records.sqlite", "cpu", 177, 60),
+    ("cpu-records.sqlite", "grid", 21, 0),  # 18 runs and 3 scaled 2-D sin-cos runs
+    ("cpu-summation-records.sqlite", "cpu", 15, 0),  # the five encodings, 3 seeds
+    ("gpu-records.sqlite", "gpu", 60, 0),  # 60 of 75: summation (on 1 … 8 symbols) not run
 ]
 
 
@@ -49,11 +52,17 @@ def test_the_tables_in_the_document_are_those_of_its_records(records, preset):
     assert [line for line in lines if line not in shown] == []
 
 
-@pytest.mark.parametrize(("records", "preset", "count"), SWEEPS, ids=[p for _, p, _ in SWEEPS])
-def test_the_recorded_runs_are_runs_of_the_preset_as_committed(records, preset, count):
+@pytest.mark.parametrize(("records", "preset", "count", "overridden"), SWEEPS, ids=[s[1] for s in SWEEPS])
+def test_the_recorded_runs_are_runs_of_the_preset_as_committed(records, preset, count, overridden):
     with Records(DOCS / "lab" / records, readonly=True) as stored:
         rows = [row for row in stored.rows(status="done") if row["preset"] == preset]
     assert len(rows) == count
+    budgets = [(row["config"]["train"]["lr"], row["config"]["train"]["warmup"]) for row in rows]
+    presets = [
+        (PRESETS[preset].tasks[row["task"]].train.lr, PRESETS[preset].tasks[row["task"]].train.warmup)
+        for row in rows
+    ]
+    assert sum(budget != own for budget, own in zip(budgets, presets, strict=True)) == overridden
     for row in rows:
         config = row["config"]
         expected = run_config(
@@ -64,6 +73,8 @@ def test_the_recorded_runs_are_runs_of_the_preset_as_committed(records, preset, 
             corpus_sha256=config["corpus_sha256"],
             random_positions=config["random_positions"],
             embedding_scale=config["model"]["embedding_scale"],
+            lr=config["train"]["lr"],
+            warmup=config["train"]["warmup"],
         )
         assert row["config_hash"] == expected.config_hash, (row["task"], row["encoding"], row["seed"])
 
