@@ -200,12 +200,9 @@ def _embedding_scale(text: str) -> float | str:
     if text == "sqrt":
         return text
     try:
-        value = float(text)
-    except ValueError:
+        return _positive(text)
+    except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"must be a positive number or 'sqrt', got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number or 'sqrt', got {text!r}")
-    return value
 
 
 def _threads(requested: int | None) -> int:

@@ -12,7 +12,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, replace
 
-from posenc._validation import check_positive_float
+from posenc._validation import check_int, check_positive_float
 from posenc.encodings import available, encoding_class
 from posenc.lab import algorithmic
 from posenc.lab.tasks import TASKS, check_task, task_class
@@ -433,15 +433,14 @@ def check_eval_lengths(train_length: int, eval_lengths: tuple[int, ...]) -> tupl
 
 
 def _train_config(train: TrainConfig, steps: int | None, lr: float | None, warmup: int | None) -> TrainConfig:
-    """``train`` with the budget's overrides (a warm-up longer than the steps never reaches the peak)."""
+    """``train`` with the budget's overrides, ``steps`` already checked (a warm-up longer than the steps
+    never reaches the peak)."""
     if steps is not None:
-        train = replace(train, steps=check_at_least_one("steps", steps))
+        train = replace(train, steps=steps)
     if lr is not None:
         train = replace(train, lr=check_positive_float("lr", lr))
     if warmup is not None:
-        if isinstance(warmup, bool) or not isinstance(warmup, int):
-            raise TypeError(f"warmup must be an integer, got {warmup!r}")
-        if warmup < 0:
+        if check_int("warmup", warmup) < 0:
             raise ValueError(f"warmup must be at least 0, got {warmup}")
         train = replace(train, warmup=warmup)
     return train
