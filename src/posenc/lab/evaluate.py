@@ -7,7 +7,8 @@ byte over all positions, at positions < L and ≥ L, and per position. Sliding-w
 (windows every ``stride`` bytes, scoring each window's last ``stride`` bytes) is optional.
 
 Algorithmic tasks score exact match by one teacher-forced forward pass: an example is right when
-every answer token and EOS is the argmax prediction, the same verdict as greedy decoding.
+every answer token and EOS is the argmax prediction, the same verdict as greedy decoding. The accuracy
+at each answer position is kept too: it shows which tokens a model that fails the example misses.
 
 The grid task scores, per grid side, the patches with both neighbours and whole grids, with the
 encoding the model declares for the new grid (a learned table resampled; :mod:`posenc.lab.grid`).
@@ -114,11 +115,13 @@ def evaluate_lm(model: TransformerLM, task: LanguageModelling, config: RunConfig
 
 
 def exact_match(model: TransformerLM, task: str, n: int, examples: int, batch_size: int = 256) -> dict:
-    """Exact match and token accuracy on ``examples`` test examples of length n (teacher-forced)."""
+    """Exact match, token accuracy and answer loss on ``examples`` test examples of length n
+    (teacher-forced), and the accuracy at each answer position (EOS last): which tokens a model misses."""
     generator = torch.Generator().manual_seed(
         TEST_SEED + 7919 * n + algorithmic.ALGORITHMIC_TASKS.index(task)
     )
-    exact, correct_tokens, tokens, nll_sum = 0, 0, 0, 0.0
+    exact, nll_sum = 0, 0.0
+    correct_at = None  # [answer tokens]: right predictions at each answer position, summed over examples
     for first in range(0, examples, batch_size):
         count = min(batch_size, examples - first)
         batch = examples_batch(algorithmic.make_examples(task, torch.full((count,), n), generator))
@@ -127,21 +130,23 @@ def exact_match(model: TransformerLM, task: str, n: int, examples: int, batch_si
             logits = model(batch.inputs.to(device)).float().cpu()  # [b, s, vocab]
         right = logits.argmax(-1) == batch.targets  # [b, s]
         exact += int((right | ~batch.mask).all(dim=1).sum())
-        correct_tokens += int(right[batch.mask].sum())
-        tokens += int(batch.mask.sum())
+        answer_right = right[batch.mask].view(count, -1)  # [b, answer tokens]: every example is n long
+        correct_at = answer_right.sum(0) if correct_at is None else correct_at + answer_right.sum(0)
         nll = F.cross_entropy(logits.flatten(0, 1), batch.targets.flatten(), reduction="none")
         nll_sum += float(nll[batch.mask.flatten()].sum())
+    tokens = examples * len(correct_at)
     return {
         "status": "ok",
         "examples": examples,
         "exact_match": exact / examples,
-        "token_accuracy": correct_tokens / tokens,
+        "token_accuracy": int(correct_at.sum()) / tokens,
+        "position_accuracy": [int(correct) / examples for correct in correct_at],
         "loss": nll_sum / tokens,
     }
 
 
 def evaluate_algorithmic(model: TransformerLM, task: AlgorithmicTask, config: RunConfig) -> dict:
-    """Per evaluation length n: exact match, token accuracy and answer loss."""
+    """Per evaluation length n: exact match, token accuracy, accuracy per answer position and answer loss."""
     limit = position_limit(model)
     results = {}
     for n in config.eval_lengths:
