@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from posenc.encodings import available
-from posenc.lab.presets import MAX_SEED, PRESETS, check_eval_lengths
+from posenc.lab.presets import MAX_SEED, PRESETS, Overrides, check_eval_lengths
 from posenc.lab.records import SCHEMA_VERSION, Records
 from posenc.lab.sweep import plan
 from posenc.lab.tasks import TASKS
@@ -48,7 +48,7 @@ def test_evaluation_length_shorter_than_training_is_refused():
     with pytest.raises(ValueError, match="evaluation length 8 is shorter than the training length L=16"):
         check_eval_lengths(16, (8, 16, 32))
     with pytest.raises(ValueError, match="shorter than the training length"):
-        plan("smoke", tasks="lm", eval_lengths=(8, 32))
+        plan("smoke", tasks="lm", overrides=Overrides(eval_lengths=(8, 32)))
 
 
 def test_cli_reports_bad_input_with_exit_code_2(tmp_path, capsys):
@@ -177,15 +177,21 @@ def test_refused_numbers_leave_an_existing_database_unchanged(tmp_path, capsys):
     ],
 )
 def test_plan_refuses_numbers_out_of_range(overrides, message):
+    seeds = overrides.pop("seeds", None)
     with pytest.raises(ValueError, match=message):
-        plan("smoke", tasks="copy", encodings="rope", **overrides)
+        plan("smoke", tasks="copy", encodings="rope", seeds=seeds, overrides=Overrides(**overrides))
 
 
 def test_lengths_the_corpus_cannot_supply_are_refused_before_training():
     with pytest.raises(ValueError, match=r"eval_lengths=\[16, 10000000\] need 10000000 validation bytes"):
-        plan("smoke", tasks="lm", encodings="rope", eval_lengths=(16, 10**7))
+        plan("smoke", tasks="lm", encodings="rope", overrides=Overrides(eval_lengths=(16, 10**7)))
     with pytest.raises(ValueError, match="train_length=1000000000 does not fit the corpus"):
-        plan("smoke", tasks="lm", encodings="rope", train_length=10**9, eval_lengths=(10**9,))
+        plan(
+            "smoke",
+            tasks="lm",
+            encodings="rope",
+            overrides=Overrides(train_length=10**9, eval_lengths=(10**9,)),
+        )
 
 
 def _meta_without_runs(path) -> None:

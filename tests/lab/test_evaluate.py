@@ -8,7 +8,7 @@ import torch
 
 from posenc.lab.corpus import build_corpus
 from posenc.lab.evaluate import CANNOT_RUN, bits_per_position, evaluate, sliding_bits_per_byte
-from posenc.lab.presets import PRESETS, run_config
+from posenc.lab.presets import PRESETS, Overrides, run_config
 from posenc.lab.tasks import AlgorithmicTask, LanguageModelling
 from posenc.lab.train import build_model, set_backend
 
@@ -67,6 +67,8 @@ def test_learned_table_is_reported_not_clamped_nor_crashed(tmp_path):
 
 def test_lengths_that_do_not_divide_each_other_read_the_same_bytes(tmp_path):
     task = LanguageModelling(_corpus(tmp_path))
-    config = run_config(PRESETS["smoke"], "lm", "rope", 0, corpus_sha256="x", eval_lengths=(16, 20, 24))
+    config = run_config(
+        PRESETS["smoke"], "lm", "rope", 0, corpus_sha256="x", overrides=Overrides(eval_lengths=(16, 20, 24))
+    )
     metrics = evaluate(build_model(config, task).eval(), task, config)
     assert {metrics[str(n)]["windows"] * n for n in config.eval_lengths} == {config.eval_size}

@@ -18,7 +18,7 @@ import posenc
 from posenc.functional.rope import SCALINGS
 from posenc.lab import distributed
 from posenc.lab.extension import UNSCALED, longrope_factors, scaling_kwargs
-from posenc.lab.presets import PRESETS, ExtensionStudy, ModelConfig, Preset, TaskSetup, TrainConfig
+from posenc.lab.presets import PRESETS, ExtensionStudy, ModelConfig, Overrides, Preset, TaskSetup, TrainConfig
 from posenc.lab.records import Records
 from posenc.lab.report import comparison_markdown
 from posenc.lab.sweep import plan, run_sweep, weights_path
@@ -98,7 +98,7 @@ def test_the_extension_preset_refuses_other_tasks_and_evaluation_lengths():
     with pytest.raises(ValueError, match="language modelling only"):
         plan("extension", tasks="copy")
     with pytest.raises(ValueError, match="its own evaluation lengths"):
-        plan("extension", eval_lengths=(64, 128))
+        plan("extension", overrides=Overrides(eval_lengths=(64, 128)))
 
 
 @pytest.mark.parametrize(
@@ -114,7 +114,7 @@ def test_the_extension_preset_refuses_other_tasks_and_evaluation_lengths():
 def test_the_extension_preset_refuses_the_options_it_does_not_apply(option, value, flag):
     # they were dropped without a word: every run recorded the defaults and trained without them
     with pytest.raises(ValueError, match=f"the extension preset does not take {flag}"):
-        plan("extension", seeds=[0], **{option: value})
+        plan("extension", seeds=[0], overrides=Overrides(**{option: value}))
 
 
 def test_the_report_averages_only_runs_of_one_study(tmp_path, monkeypatch):
@@ -124,7 +124,13 @@ def test_the_report_averages_only_runs_of_one_study(tmp_path, monkeypatch):
     db, work = tmp_path / "records.sqlite", tmp_path / "work"
     context = distributed.start("spread", "cpu")
     for steps in (8, 2):
-        run_sweep(plan("extension", steps=steps), db=db, workdir=work, context=context, progress=False)
+        run_sweep(
+            plan("extension", overrides=Overrides(steps=steps)),
+            db=db,
+            workdir=work,
+            context=context,
+            progress=False,
+        )
     markdown = comparison_markdown(db, preset="extension")
     assert "context extension (study 1 of 2)" in markdown and "context extension (study 2 of 2)" in markdown
     cells = [line for line in markdown.splitlines() if line.startswith(("| RoPE", "| alibi"))]

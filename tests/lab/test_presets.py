@@ -3,15 +3,23 @@ token-embedding scale a run can ask for."""
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import pytest
 import torch
 
 import posenc
 from posenc.lab import presets
-from posenc.lab.presets import KAZEMNEJAD_ENCODINGS, PRESETS, not_applicable, run_config
+from posenc.lab.presets import (
+    KAZEMNEJAD_ENCODINGS,
+    OVERRIDE_PLACES,
+    PRESETS,
+    Overrides,
+    not_applicable,
+    run_config,
+)
 from posenc.lab.records import Records
 from posenc.lab.report import comparison_markdown
 from posenc.lab.sweep import plan
@@ -78,10 +86,13 @@ def test_the_cpu_preset_trains_summation_on_kazemnejads_lengths():
 
 
 def test_sqrt_scales_token_embeddings_by_the_square_root_of_the_models_width():
-    config = run_config(PRESETS["cpu"], "copy", "sinusoidal", 0, embedding_scale="sqrt")
+    config = run_config(PRESETS["cpu"], "copy", "sinusoidal", 0, overrides=Overrides(embedding_scale="sqrt"))
     assert config.model.embedding_scale == math.sqrt(config.model.d_model) == 8.0
     assert (
-        run_config(PRESETS["cpu"], "copy", "sinusoidal", 0, embedding_scale=2.5).model.embedding_scale == 2.5
+        run_config(
+            PRESETS["cpu"], "copy", "sinusoidal", 0, overrides=Overrides(embedding_scale=2.5)
+        ).model.embedding_scale
+        == 2.5
     )
     plain = run_config(PRESETS["cpu"], "copy", "sinusoidal", 0)
     assert plain.model.embedding_scale == 1.0 and plain.config_hash != config.config_hash
@@ -90,7 +101,7 @@ def test_sqrt_scales_token_embeddings_by_the_square_root_of_the_models_width():
 @pytest.mark.parametrize("scale", [0, -1.0, math.nan, math.inf, "cube"])
 def test_a_bad_embedding_scale_is_refused_naming_it(scale):
     with pytest.raises((TypeError, ValueError), match="embedding_scale"):
-        run_config(PRESETS["cpu"], "copy", "sinusoidal", 0, embedding_scale=scale)
+        run_config(PRESETS["cpu"], "copy", "sinusoidal", 0, overrides=Overrides(embedding_scale=scale))
 
 
 def test_scaled_runs_are_a_configuration_of_their_own_named_by_the_scale(tmp_path):
@@ -98,8 +109,9 @@ def test_scaled_runs_are_a_configuration_of_their_own_named_by_the_scale(tmp_pat
     smoke = PRESETS["smoke"]
     with Records(path) as records:
         for seed, scale in ((0, None), (0, "sqrt"), (1, "sqrt")):
+            overrides = Overrides(embedding_scale=scale)
             config = run_config(
-                smoke, "lm", "sinusoidal", seed, corpus_sha256=FAKE_CORPUS["sha256"], embedding_scale=scale
+                smoke, "lm", "sinusoidal", seed, corpus_sha256=FAKE_CORPUS["sha256"], overrides=overrides
             )
             record_run(records, "smoke", config, dict.fromkeys(config.eval_lengths, 2.0))
     markdown = comparison_markdown(path)
@@ -113,7 +125,7 @@ def test_lr_and_warmup_overrides_are_a_configuration_of_their_own(tmp_path):
     cpu = PRESETS["cpu"]
     corpus = FAKE_CORPUS["sha256"]
     default = run_config(cpu, "lm", "t5", 0, corpus_sha256=corpus)
-    changed = run_config(cpu, "lm", "t5", 0, corpus_sha256=corpus, lr=5e-4, warmup=50)
+    changed = run_config(cpu, "lm", "t5", 0, corpus_sha256=corpus, overrides=Overrides(lr=5e-4, warmup=50))
     assert (changed.train.lr, changed.train.warmup) == (5e-4, 50)
     assert replace(changed.train, lr=default.train.lr, warmup=default.train.warmup) == default.train
     assert changed.config_hash != default.config_hash
@@ -122,7 +134,7 @@ def test_lr_and_warmup_overrides_are_a_configuration_of_their_own(tmp_path):
         for config in (default, changed):
             record_run(records, "cpu", config, dict.fromkeys(config.eval_lengths, 2.0))
     markdown = comparison_markdown(path)
-    assert "#### Configuration: train.lr=0.0005, train.warmup=50" in markdown, markdown
+    assert "#### Configuration: lr=0.0005, warmup=50" in markdown, markdown
 
 
 def _outside_the_encoding(encoding: str) -> dict[str, torch.Tensor]:
@@ -145,3 +157,22 @@ def test_encodings_without_random_parameters_start_from_the_same_weights_outside
         assert all(torch.equal(weights[name], reference[name]) for name in reference), encoding
     t5 = _outside_the_encoding("t5")
     assert not torch.equal(t5["token_embedding.weight"], reference["token_embedding.weight"])
+
+
+def test_every_override_lands_in_the_config_and_is_read_back_from_it():
+    # the report re-plans a recorded run from the overrides its config holds: one missed there is
+    # named by its dotted place (train.lr) as if the preset had changed
+    assert [f.name for f in fields(Overrides)] == list(OVERRIDE_PLACES)
+    overrides = Overrides(
+        steps=7,
+        lr=0.004,
+        warmup=3,
+        train_length=5,
+        eval_lengths=(5, 10),
+        sliding_stride=2,
+        checkpoint_every=2,
+        random_positions=64,
+        embedding_scale=2.0,
+    )
+    config = run_config(PRESETS["smoke"], "lm", "rope", 0, corpus_sha256="x", overrides=overrides)
+    assert Overrides.of_config(json.loads(config.canonical_json())) == overrides

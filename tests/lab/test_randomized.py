@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from posenc.lab.presets import PRESETS, run_config
+from posenc.lab.presets import PRESETS, Overrides, run_config
 from posenc.lab.records import Records
 from tests.lab.helpers import lab
 
 
 def test_a_randomized_range_is_recorded_and_sizes_a_learned_table_for_it():
-    config = run_config(PRESETS["smoke"], "lm", "learned", 0, random_positions=200)
+    config = run_config(PRESETS["smoke"], "lm", "learned", 0, overrides=Overrides(random_positions=200))
     assert config.random_positions == 200
     assert config.encoding_kwargs["max_len"] == 200  # every trained position has a row
     assert config.config_hash != run_config(PRESETS["smoke"], "lm", "learned", 0).config_hash
@@ -24,7 +24,9 @@ def test_a_range_shorter_than_the_longest_evaluated_sequence_is_refused():
     with pytest.raises(
         ValueError, match=re.escape("random_positions=64 must cover the longest evaluated sequence, 128")
     ):
-        run_config(PRESETS["smoke"], "lm", "rope", 0, random_positions=64)  # smoke's lm evaluates at 8 × 16
+        run_config(
+            PRESETS["smoke"], "lm", "rope", 0, overrides=Overrides(random_positions=64)
+        )  # smoke's lm evaluates at 8 × 16
 
 
 def test_lab_run_trains_with_randomized_positions_and_the_report_names_the_setting(tmp_path, capsys):
@@ -61,7 +63,7 @@ def test_training_draws_each_padded_example_its_own_positions(monkeypatch):
     from posenc.lab.distributed import Context
     from posenc.lab.tasks import make_task
 
-    config = run_config(PRESETS["smoke"], "copy", "rope", 0, random_positions=64)
+    config = run_config(PRESETS["smoke"], "copy", "rope", 0, overrides=Overrides(random_positions=64))
     config = replace(config, train=replace(config.train, steps=1))
     seen = []
     original = training.build_model

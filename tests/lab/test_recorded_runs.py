@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from posenc.lab.extension import plan_runs
-from posenc.lab.presets import PRESETS, run_config
+from posenc.lab.presets import PRESETS, Overrides, run_config
 from posenc.lab.records import Records
 from posenc.lab.report import comparison_markdown
 
@@ -71,10 +71,12 @@ def test_the_recorded_runs_are_runs_of_the_preset_as_committed(records, preset, 
             row["encoding"],
             row["seed"],
             corpus_sha256=config["corpus_sha256"],
-            random_positions=config["random_positions"],
-            embedding_scale=config["model"]["embedding_scale"],
-            lr=config["train"]["lr"],
-            warmup=config["train"]["warmup"],
+            overrides=Overrides(
+                random_positions=config["random_positions"],
+                embedding_scale=config["model"]["embedding_scale"],
+                lr=config["train"]["lr"],
+                warmup=config["train"]["warmup"],
+            ),
         )
         assert row["config_hash"] == expected.config_hash, (row["task"], row["encoding"], row["seed"])
 

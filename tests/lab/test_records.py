@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from posenc.lab.presets import PRESETS, run_config
+from posenc.lab.presets import PRESETS, Overrides, run_config
 from posenc.lab.records import Records
 from posenc.lab.report import comparison_markdown
 
@@ -54,7 +54,9 @@ def test_config_hash_is_canonical_and_changes_with_the_config():
     first = run_config(smoke, "copy", "rope", 0)
     assert first.config_hash == run_config(smoke, "copy", "rope", 0).config_hash
     assert first.config_hash != run_config(smoke, "copy", "rope", 1).config_hash
-    assert first.config_hash != run_config(smoke, "copy", "rope", 0, steps=13).config_hash
+    assert (
+        first.config_hash != run_config(smoke, "copy", "rope", 0, overrides=Overrides(steps=13)).config_hash
+    )
 
 
 def test_no_records_gives_no_table(tmp_path):

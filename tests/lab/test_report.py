@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from posenc.lab.intervals import interval
-from posenc.lab.presets import PRESETS, run_config
+from posenc.lab.presets import PRESETS, Overrides, run_config
 from posenc.lab.records import Records
 from posenc.lab.report import _parameter_cell, bits_per_position_figure, comparison_markdown, configurations
 from tests.lab.helpers import FAKE_CORPUS, lab, record_run
@@ -20,7 +20,9 @@ L = SMOKE.tasks["lm"].train_length
 
 def _record(records: Records, encoding: str, seed: int, ratio: float, **overrides) -> None:
     """An lm run whose bpb is 2 below 4L and 2·ratio from 4L on."""
-    config = run_config(SMOKE, "lm", encoding, seed, corpus_sha256=FAKE_CORPUS["sha256"], **overrides)
+    config = run_config(
+        SMOKE, "lm", encoding, seed, corpus_sha256=FAKE_CORPUS["sha256"], overrides=Overrides(**overrides)
+    )
     record_run(
         records, "smoke", config, {n: 2.0 * (ratio if n >= 4 * L else 1.0) for n in config.eval_lengths}
     )

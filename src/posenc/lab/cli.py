@@ -218,6 +218,7 @@ def _run(args: argparse.Namespace) -> int:
     import torch
 
     from posenc.lab import distributed
+    from posenc.lab.presets import Overrides
     from posenc.lab.records import Records
     from posenc.lab.sweep import plan, run_sweep
 
@@ -227,15 +228,17 @@ def _run(args: argparse.Namespace) -> int:
         tasks=args.tasks,
         encodings=args.encodings,
         seeds=args.seeds,
-        steps=args.steps,
-        lr=args.lr,
-        warmup=args.warmup,
-        train_length=args.train_length,
-        eval_lengths=None if args.eval_lengths is None else tuple(args.eval_lengths),
-        sliding_stride=args.sliding_stride,
-        checkpoint_every=args.checkpoint_every,
-        random_positions=args.random_positions,
-        embedding_scale=args.embedding_scale,
+        overrides=Overrides(
+            steps=args.steps,
+            lr=args.lr,
+            warmup=args.warmup,
+            train_length=args.train_length,
+            eval_lengths=None if args.eval_lengths is None else tuple(args.eval_lengths),
+            sliding_stride=args.sliding_stride,
+            checkpoint_every=args.checkpoint_every,
+            random_positions=args.random_positions,
+            embedding_scale=args.embedding_scale,
+        ),
     )
     if args.workdir is not None:  # before the database is made: a refused run leaves no database behind
         writable_folder(args.workdir, "--workdir")

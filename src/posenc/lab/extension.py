@@ -26,7 +26,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from posenc.lab.presets import Preset, RunConfig, TrainConfig, check_encodings, run_config
+from posenc.lab.presets import (
+    NO_OVERRIDES,
+    Overrides,
+    Preset,
+    RunConfig,
+    TrainConfig,
+    check_encodings,
+    run_config,
+)
 
 #: The study's name for RoPE as pre-trained (no scaling).
 UNSCALED = "unscaled"
@@ -123,15 +131,14 @@ def plan_runs(
     corpus_sha256: str,
     *,
     encodings: list[str] | None = None,
-    steps: int | None = None,
-    train_length: int | None = None,
-    checkpoint_every: int | None = None,
+    overrides: Overrides = NO_OVERRIDES,
 ) -> tuple[list[RunConfig], dict[str, RunConfig]]:
     """The study's runs in the order to run them, and the base runs whose weights others start from.
 
     The base runs (one per seed) come first, then the encodings from scratch, then the extended runs,
     so that on several ranks the bases are trained before the runs that need them.
-    ``encodings`` restricts the from-scratch encodings (the base is always run).
+    ``encodings`` restricts the from-scratch encodings (the base is always run); of ``overrides``,
+    the steps, training length and checkpoint interval apply (the study sets the lengths it evaluates).
     """
     study = preset.extension
     scratch = list(study.from_scratch) if encodings is None else [e for e in encodings if e != study.base]
@@ -140,18 +147,15 @@ def plan_runs(
 
     def one(encoding: str, seed: int) -> RunConfig:
         setup = preset.tasks["lm"]
-        length = setup.train_length if train_length is None else train_length
-        return run_config(
-            preset,
-            "lm",
-            encoding,
-            seed,
-            corpus_sha256=corpus_sha256,
-            steps=steps,
-            train_length=train_length,
-            eval_lengths=(length, *(f * length for f in factors)),
-            checkpoint_every=checkpoint_every,
+        length = setup.train_length if overrides.train_length is None else overrides.train_length
+        lengths = (length, *(f * length for f in factors))
+        chosen = Overrides(
+            steps=overrides.steps,
+            train_length=overrides.train_length,
+            eval_lengths=lengths,
+            checkpoint_every=overrides.checkpoint_every,
         )
+        return run_config(preset, "lm", encoding, seed, corpus_sha256=corpus_sha256, overrides=chosen)
 
     bases = [one(study.base, seed) for seed in seeds]
     runs = [*bases, *(one(encoding, seed) for encoding in scratch for seed in seeds)]

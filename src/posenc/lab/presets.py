@@ -432,17 +432,68 @@ def check_eval_lengths(train_length: int, eval_lengths: tuple[int, ...]) -> tupl
     return tuple(sorted(set(eval_lengths)))
 
 
-def _train_config(train: TrainConfig, steps: int | None, lr: float | None, warmup: int | None) -> TrainConfig:
-    """``train`` with the budget's overrides, ``steps`` already checked (a warm-up longer than the steps
-    never reaches the peak)."""
-    if steps is not None:
-        train = replace(train, steps=steps)
-    if lr is not None:
-        train = replace(train, lr=check_positive_float("lr", lr))
-    if warmup is not None:
-        if check_int("warmup", warmup) < 0:
-            raise ValueError(f"warmup must be at least 0, got {warmup}")
-        train = replace(train, warmup=warmup)
+@dataclass(frozen=True)
+class Overrides:
+    """Settings of ``posenc lab run`` that replace a preset's for every planned run; None keeps the
+    preset's. Each is recorded in the run's config at its ``OVERRIDE_PLACES`` entry."""
+
+    steps: int | None = None  # optimiser steps
+    lr: float | None = None  # peak learning rate
+    warmup: int | None = None  # linear warm-up steps
+    train_length: int | None = None  # L
+    eval_lengths: tuple[int, ...] | None = None  # evaluation lengths, each ≥ L
+    sliding_stride: int | None = None  # lm: also evaluate sliding windows with this stride
+    checkpoint_every: int | None = None  # steps between checkpoints
+    random_positions: int | None = None  # train and evaluate at sorted positions drawn from 0 … R − 1
+    embedding_scale: float | str | None = None  # token embeddings × this (or "sqrt": √d_model)
+
+    def given(self) -> list[str]:
+        """The names of the settings that are overridden."""
+        return [name for name, value in asdict(self).items() if value is not None]
+
+    @classmethod
+    def of_config(cls, config: dict) -> Overrides:
+        """Every overridable setting as a recorded config (JSON) holds it: what re-plans that run."""
+        values = {}
+        for name, place in OVERRIDE_PLACES.items():
+            value = config
+            for key in place.split("."):
+                value = value.get(key) if isinstance(value, dict) else None
+            values[name] = tuple(value) if isinstance(value, list) else value
+        return cls(**values)
+
+
+#: Every setting as the preset has it.
+NO_OVERRIDES = Overrides()
+
+#: Where each override lands in a run's config (dotted keys of its JSON).
+OVERRIDE_PLACES = {
+    "steps": "train.steps",
+    "lr": "train.lr",
+    "warmup": "train.warmup",
+    "train_length": "train_length",
+    "eval_lengths": "eval_lengths",
+    "sliding_stride": "sliding_stride",
+    "checkpoint_every": "train.checkpoint_every",
+    "random_positions": "random_positions",
+    "embedding_scale": "model.embedding_scale",
+}
+
+
+def _train_config(train: TrainConfig, overrides: Overrides) -> TrainConfig:
+    """``train`` with the budget's overrides (a warm-up longer than the steps never reaches the peak)."""
+    if overrides.steps is not None:
+        train = replace(train, steps=check_at_least_one("steps", overrides.steps))
+    if overrides.lr is not None:
+        train = replace(train, lr=check_positive_float("lr", overrides.lr))
+    if overrides.warmup is not None:
+        if check_int("warmup", overrides.warmup) < 0:
+            raise ValueError(f"warmup must be at least 0, got {overrides.warmup}")
+        train = replace(train, warmup=overrides.warmup)
+    if overrides.checkpoint_every is not None:
+        train = replace(
+            train, checkpoint_every=check_at_least_one("checkpoint_every", overrides.checkpoint_every)
+        )
     return train
 
 
@@ -453,19 +504,12 @@ def run_config(
     seed: int,
     *,
     corpus_sha256: str | None = None,
-    steps: int | None = None,
-    lr: float | None = None,
-    warmup: int | None = None,
-    train_length: int | None = None,
-    eval_lengths: tuple[int, ...] | None = None,
-    sliding_stride: int | None = None,
-    checkpoint_every: int | None = None,
-    random_positions: int | None = None,
-    embedding_scale: float | str | None = None,
+    overrides: Overrides = NO_OVERRIDES,
 ) -> RunConfig:
-    """The config of one run of ``preset``, with optional overrides of the budget (steps, peak learning
-    rate, warm-up steps) and lengths, randomized positions (training sequences placed in
-    0 … random_positions − 1) and the token embeddings' scale (a number, or ``"sqrt"`` for √d_model).
+    """The config of one run of ``preset``, with the settings ``overrides`` replaces: the budget (steps,
+    peak learning rate, warm-up steps, checkpoints), the lengths, randomized positions (training
+    sequences placed in 0 … random_positions − 1) and the token embeddings' scale (a number, or
+    ``"sqrt"`` for √d_model).
 
     Raises:
         ValueError: ``steps``, ``train_length``, ``checkpoint_every`` or ``random_positions`` below 1, an
@@ -479,32 +523,25 @@ def run_config(
 
     setup = task_setup(preset, task)
     check_seeds([seed])
-    for name, value in (
-        ("steps", steps),
-        ("train_length", train_length),
-        ("checkpoint_every", checkpoint_every),
-    ):
-        if value is not None:
-            check_at_least_one(name, value)
-    length = setup.train_length if train_length is None else train_length
-    lengths = setup.eval_lengths(length) if eval_lengths is None else eval_lengths
+    length = setup.train_length
+    if overrides.train_length is not None:
+        length = check_at_least_one("train_length", overrides.train_length)
+    lengths = setup.eval_lengths(length) if overrides.eval_lengths is None else overrides.eval_lengths
     lengths = check_eval_lengths(length, lengths)
-    train = _train_config(setup.train, steps, lr, warmup)
-    if checkpoint_every is not None:
-        train = replace(train, checkpoint_every=checkpoint_every)
+    train = _train_config(setup.train, overrides)
     eval_size = setup.eval_size
     if task == "lm":  # whole windows at every length, so that every length reads the same bytes
         window = math.lcm(*lengths)
         eval_size = window * max(1, eval_size // window)
-    if sliding_stride is not None and not 1 <= sliding_stride <= length:
-        raise ValueError(
-            f"sliding_stride must be between 1 and the training length {length}, got {sliding_stride}"
-        )
+    stride = overrides.sliding_stride
+    if stride is not None and not 1 <= stride <= length:
+        raise ValueError(f"sliding_stride must be between 1 and the training length {length}, got {stride}")
     model = setup.model
-    if embedding_scale is not None:
-        model = replace(model, embedding_scale=_embedding_scale(embedding_scale, model.d_model))
+    if overrides.embedding_scale is not None:
+        model = replace(model, embedding_scale=_embedding_scale(overrides.embedding_scale, model.d_model))
     training, evaluation = backends(encoding)
     sequence = make_task_shape(task, length)
+    random_positions = overrides.random_positions
     if random_positions is not None:
         check_at_least_one("random_positions", random_positions)
         longest = make_task_shape(task, max(lengths))
@@ -523,7 +560,7 @@ def run_config(
         train_length=length,
         eval_lengths=lengths,
         eval_size=eval_size,
-        sliding_stride=sliding_stride if task == "lm" else None,
+        sliding_stride=stride if task == "lm" else None,
         encoding_kwargs=encoding_kwargs(encoding, sequence, setup, task_class(task).causal),
         train_backend=training,
         eval_backend=evaluation,
@@ -534,12 +571,15 @@ def run_config(
 
 __all__ = [
     "MAX_SEED",
+    "NO_OVERRIDES",
     "PRESETS",
     "TASKS",
     "GRID_ENCODINGS",
     "KAZEMNEJAD_ENCODINGS",
     "ExtensionStudy",
     "ModelConfig",
+    "OVERRIDE_PLACES",
+    "Overrides",
     "Preset",
     "RunConfig",
     "TaskSetup",

@@ -45,7 +45,7 @@ from posenc.lab.extension_report import (
     is_extension_preset,
 )
 from posenc.lab.intervals import binned_curve, format_interval, interval
-from posenc.lab.presets import PRESETS, run_config
+from posenc.lab.presets import OVERRIDE_PLACES, PRESETS, Overrides, run_config
 from posenc.lab.records import Records
 from posenc.lab.tasks import TASKS, make_task_shape
 from posenc.table import Table
@@ -89,15 +89,8 @@ def load(db_path: str | Path, preset: str | None = None) -> dict[str, list[dict]
 
 
 #: Settings ``posenc lab run`` can change from a preset's: (name shown, place in the flattened config).
-OVERRIDES = (
-    ("steps", "train.steps"),
-    ("train_length", "train_length"),
-    ("eval_lengths", "eval_lengths"),
-    ("sliding_stride", "sliding_stride"),
-    ("checkpoint_every", "train.checkpoint_every"),
-    ("random_positions", "random_positions"),
-    ("embedding_scale", "model.embedding_scale"),
-)
+#: The settings ``posenc lab run`` overrides, each with its dotted place in a run's config.
+OVERRIDES = tuple(OVERRIDE_PLACES.items())
 _ABSENT = "absent"
 
 
@@ -129,13 +122,7 @@ def _planned(row: dict) -> dict | None:
             row["encoding"],
             row["seed"],
             corpus_sha256=config.get("corpus_sha256"),
-            steps=config["train"]["steps"],
-            train_length=config["train_length"],
-            eval_lengths=tuple(config["eval_lengths"]),
-            sliding_stride=config["sliding_stride"],
-            checkpoint_every=config["train"]["checkpoint_every"],
-            random_positions=config.get("random_positions"),
-            embedding_scale=config["model"].get("embedding_scale"),
+            overrides=Overrides.of_config(config),
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -146,14 +133,17 @@ def _preset_values(row: dict) -> dict[str, object]:
     """The overridable settings as the preset sets them for the row's task (eval lengths at the row's L)."""
     setup = PRESETS[row["preset"]].tasks[row["task"]]
     length = row["config"]["train_length"]
+    train, model = setup.train, setup.model
     return {
-        "steps": setup.train.steps,
+        "steps": train.steps,
+        "lr": train.lr,
+        "warmup": train.warmup,
         "train_length": setup.train_length,
         "eval_lengths": list(setup.eval_lengths(length)),
         "sliding_stride": None,
-        "checkpoint_every": setup.train.checkpoint_every,
+        "checkpoint_every": train.checkpoint_every,
         "random_positions": None,
-        "embedding_scale": setup.model.embedding_scale,
+        "embedding_scale": model.embedding_scale,
     }
 
 

@@ -23,6 +23,8 @@ import posenc
 from posenc.lab.distributed import Context
 from posenc.lab.evaluate import evaluate
 from posenc.lab.presets import (
+    NO_OVERRIDES,
+    Overrides,
     Preset,
     RunConfig,
     check_encodings,
@@ -72,36 +74,19 @@ def plan(
     tasks: str | list[str] | None = None,
     encodings: str | list[str] | None = None,
     seeds: list[int] | None = None,
-    steps: int | None = None,
-    lr: float | None = None,
-    warmup: int | None = None,
-    train_length: int | None = None,
-    eval_lengths: tuple[int, ...] | None = None,
-    sliding_stride: int | None = None,
-    checkpoint_every: int | None = None,
-    random_positions: int | None = None,
-    embedding_scale: float | str | None = None,
+    overrides: Overrides = NO_OVERRIDES,
 ) -> Plan:
     """The sweep's run configs; every bad name, number or length raises a ValueError here, before training."""
     chosen = check_preset(preset)
     if chosen.extension is not None:
-        _refuse_for_extension(
-            chosen,
-            lr=lr,
-            warmup=warmup,
-            sliding_stride=sliding_stride,
-            random_positions=random_positions,
-            embedding_scale=embedding_scale,
-        )
-        return _extension_plan(
-            chosen, tasks, encodings, seeds, steps, train_length, eval_lengths, checkpoint_every
-        )
+        return _extension_plan(chosen, tasks, encodings, seeds, overrides)
     task_names = [check_task(t) for t in _names(tasks, list(chosen.sweep_tasks), "--task")]
     for task in task_names:
         task_setup(chosen, task)
     chosen_encodings = None if encodings is None else check_encodings(_names(encodings, [], "--encodings"))
     seeds = check_seeds(list(chosen.seeds if seeds is None else seeds))
     corpus = make_task("lm").fingerprint() if "lm" in task_names else None
+    corpus_sha256 = None if corpus is None else corpus["sha256"]
     runs = []
     skipped = {}
     for task in task_names:
@@ -112,22 +97,7 @@ def plan(
                 continue
             for seed in seeds:
                 runs.append(
-                    run_config(
-                        chosen,
-                        task,
-                        encoding,
-                        seed,
-                        corpus_sha256=None if corpus is None else corpus["sha256"],
-                        steps=steps,
-                        lr=lr,
-                        warmup=warmup,
-                        train_length=train_length,
-                        eval_lengths=eval_lengths,
-                        sliding_stride=sliding_stride,
-                        checkpoint_every=checkpoint_every,
-                        random_positions=random_positions,
-                        embedding_scale=embedding_scale,
-                    )
+                    run_config(chosen, task, encoding, seed, corpus_sha256=corpus_sha256, overrides=overrides)
                 )
     for config in runs:
         if config.task == "lm":
@@ -135,25 +105,22 @@ def plan(
     return Plan(chosen, runs, skipped, corpus)
 
 
-def _refuse_for_extension(preset: Preset, **options: object) -> None:
-    """The run options the extension study does not take (it plans its runs' models and windows itself):
-    given, they were dropped without a word and the study trained without them."""
-    given = [f"--{name.replace('_', '-')}" for name, value in options.items() if value is not None]
-    if given:
-        raise ValueError(
-            f"the {preset.name} preset does not take {', '.join(given)}: it sets its runs itself"
-        )
+#: The overrides the context-extension study takes: it plans its runs' models and windows itself.
+_EXTENSION_OVERRIDES = ("steps", "train_length", "checkpoint_every")
 
 
-def _extension_plan(
-    preset: Preset, tasks, encodings, seeds, steps, train_length, eval_lengths, checkpoint_every
-):
+def _extension_plan(preset: Preset, tasks, encodings, seeds, overrides: Overrides) -> Plan:
     """The context-extension study's plan (:mod:`posenc.lab.extension`): its lengths are its own."""
     from posenc.lab.extension import plan_runs
 
+    # refused rather than dropped without a word, which would train the study without them
+    given = [name for name in overrides.given() if name not in (*_EXTENSION_OVERRIDES, "eval_lengths")]
+    if given:
+        options = ", ".join(f"--{name.replace('_', '-')}" for name in given)
+        raise ValueError(f"the {preset.name} preset does not take {options}: it sets its runs itself")
     if _names(tasks, ["lm"], "--task") != ["lm"]:
         raise ValueError(f"the {preset.name} preset studies language modelling only; --task must be lm")
-    if eval_lengths is not None:
+    if overrides.eval_lengths is not None:
         raise ValueError(f"the {preset.name} preset sets its own evaluation lengths (its factors × L)")
     seeds = check_seeds(list(preset.seeds if seeds is None else seeds))
     corpus = make_task("lm").fingerprint()
@@ -162,9 +129,7 @@ def _extension_plan(
         seeds,
         corpus["sha256"],
         encodings=None if encodings is None else check_encodings(_names(encodings, [], "--encodings")),
-        steps=steps,
-        train_length=train_length,
-        checkpoint_every=checkpoint_every,
+        overrides=overrides,
     )
     for config in runs:
         _check_fits_corpus(config, corpus)
