@@ -10,6 +10,7 @@ import hashlib
 import json
 import math
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -206,6 +207,7 @@ def test_report_is_written_and_printed_as_made(smoke_db, tmp_path, capsys):
         "\n![bits per byte against position](lab_bits_per_position.png)\n"
         "\n![exact match against length per task](lab_exact_match.png)\n"
         "\n![patch accuracy against grid side](lab_grid_accuracy.png)\n"
+        "\n![accuracy at each answer position at L per task](lab_answer_positions.png)\n"
     )
     assert markdown.endswith("\n") and not markdown.endswith("\n\n")
     assert write_report(smoke_db, tmp_path) == with_plot
@@ -234,6 +236,30 @@ def test_accuracy_figures_draw_each_task_and_encoding_at_its_recorded_means(smok
             line = lines[f"{row['task']}-{row['encoding']}"]  # one seed in smoke: the mean is the run's value
             measured = {int(n): e[metric] for n, e in row["metrics"]["eval"].items() if e["status"] == "ok"}
             assert dict(zip(line.get_xdata(), line.get_ydata(), strict=True)) == pytest.approx(measured)
+
+
+def test_the_answer_position_figure_draws_each_runs_accuracy_at_every_answer_token_at_l(smoke_db):
+    figure = {stem: figure for stem, _, figure in lab_figures(smoke_db)}["answer-positions"]
+    lines = {line.get_gid(): line for axes in figure.axes for line in axes.get_lines() if line.get_gid()}
+    drawn = 0
+    for row in _done(smoke_db):
+        if row["task"] not in ALGORITHMIC_TASKS:
+            continue
+        at_l = row["metrics"]["eval"][str(row["config"]["train_length"])]
+        if at_l["status"] != "ok":
+            continue
+        line = lines[f"{row['task']}-{row['encoding']}"]  # one seed in smoke: the mean is the run's value
+        assert list(line.get_xdata()) == list(range(1, len(at_l["position_accuracy"]) + 1))
+        assert list(line.get_ydata()) == pytest.approx(at_l["position_accuracy"])
+        drawn += 1
+    assert drawn == len(lines)
+
+
+def test_records_made_before_the_answer_positions_were_kept_draw_no_answer_position_figure():
+    stems = [
+        stem for stem, _, _ in lab_figures(Path(__file__).parents[2] / "docs" / "lab" / "gpu-records.sqlite")
+    ]
+    assert "exact-match" in stems and "answer-positions" not in stems
 
 
 def test_the_grid_table_shows_each_encodings_patch_accuracy_per_side(smoke_db):

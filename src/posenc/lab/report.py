@@ -782,6 +782,56 @@ def _accuracy_panels(rows: list[dict], tasks: list[str], metric: str) -> dict:
     return panels
 
 
+def _position_panels(rows: list[dict], tasks: list[str]) -> dict:
+    """``{task: (L, {encoding: (answer positions from 1, mean, low, high)})}`` of the accuracy at each
+    answer position of examples of length L, over the seeds that recorded it (runs before it was
+    recorded have none)."""
+    panels = {}
+    for task in tasks:
+        lines, length_l, by_encoding = {}, None, _by(rows, task)
+        for name in _encodings(rows):
+            runs = by_encoding.get(name)
+            if not runs:
+                continue
+            length_l = runs[0]["config"]["train_length"]
+            entries = [row["metrics"]["eval"].get(str(length_l)) or {} for row in runs]
+            accuracies = [entry["position_accuracy"] for entry in entries if "position_accuracy" in entry]
+            if not accuracies:
+                continue
+            points = [interval(list(at)) for at in zip(*accuracies, strict=True)]
+            mean, low, high = zip(*points, strict=True)
+            positions = list(range(1, len(points) + 1))
+            lines[name] = (positions, mean, [max(0.0, v) for v in low], [min(1.0, v) for v in high])
+        if lines:
+            panels[task] = (length_l, lines)
+    return panels
+
+
+def position_figure(rows_by_preset: dict[str, list[dict]]) -> Figure | None:
+    """Accuracy at each answer position at L per algorithmic task, of the configuration with the most
+    runs that recorded it; None when no run did."""
+    from posenc.plots.lab import accuracy_per_answer_position
+
+    tasks = list(algorithmic.ALGORITHMIC_TASKS)
+    candidates = []
+    for name, preset_rows in rows_by_preset.items():
+        if is_extension_preset(preset_rows):
+            continue
+        for settings, rows in configurations(preset_rows):
+            panels = _position_panels(rows, tasks)
+            counted = sum(len(lines) for _, lines in panels.values())
+            if counted:
+                candidates.append((counted, name, settings, panels))
+    if not candidates:
+        return None
+    _, chosen, settings, panels = max(candidates, key=lambda candidate: candidate[0])
+    return accuracy_per_answer_position(
+        panels,
+        title=f"Accuracy at each answer position at L, preset {chosen} ({configuration_label(settings)}): "
+        "mean and 95% interval over the seeds that recorded it",
+    )
+
+
 def accuracy_figures(db_path: str | Path, preset: str | None = None) -> list[tuple[str, str, Figure]]:
     """Exact match against length per algorithmic task, and patch accuracy against grid side, of each
     preset's configuration with the most such runs (stem, description, figure)."""
@@ -841,6 +891,9 @@ def lab_figures(db_path: str | Path, preset: str | None = None) -> list[tuple[st
     if figure is not None:
         figures.append(("bits-per-position", "bits per byte against position", figure))
     figures += accuracy_figures(db_path, preset)
+    figure = position_figure(load(db_path, preset))
+    if figure is not None:
+        figures.append(("answer-positions", "accuracy at each answer position at L per task", figure))
     for rows in load(db_path, preset).values():
         if is_extension_preset(rows):
             for mode in (ZERO_SHOT, FINE_TUNED):

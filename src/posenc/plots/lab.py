@@ -1,5 +1,5 @@
-"""The lab's pictures: bits per byte against position for each encoding, and accuracy against length per
-task, means over seeds with their intervals."""
+"""The lab's pictures: bits per byte against position for each encoding, accuracy against length per
+task, and accuracy at each answer position per task, means over seeds with their intervals."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from posenc.plots._common import line_styles
 
@@ -48,10 +49,14 @@ def bits_per_position(
     return figure
 
 
+#: ``{task: (n, {encoding: (xs, mean, low, high)})}``: one panel per task, one line per encoding.
+Panels = Mapping[
+    str, tuple[int, Mapping[str, tuple[Sequence[int], Sequence[float], Sequence[float], Sequence[float]]]]
+]
+
+
 def accuracy_against_length(
-    panels: Mapping[
-        str, tuple[int, Mapping[str, tuple[Sequence[int], Sequence[float], Sequence[float], Sequence[float]]]]
-    ],
+    panels: Panels,
     *,
     ylabel: str = "exact match",
     xlabel: str = "length",
@@ -68,21 +73,52 @@ def accuracy_against_length(
         style in every panel, whichever encodings each task ran, and the one legend lists every
         encoding of any panel, in the order first met.
     """
+    figure, panel_axes = _accuracy_panels(panels, ylabel=ylabel, xlabel=xlabel, title=title)
+    for axes, (task, (length_l, _)) in zip(panel_axes, panels.items(), strict=True):
+        axes.axvline(length_l, color="black", linestyle="--", linewidth=1)
+        axes.set_title(f"{task} (L = {length_l})", fontsize="medium")
+    return figure
+
+
+def accuracy_per_answer_position(
+    panels: Panels, *, title: str = "Accuracy at each answer position"
+) -> Figure:
+    """One panel per task: one line per encoding (x: answer token 1, 2, …, EOS last; y: the fraction of
+    examples of length n whose token there is right) with its 95% interval shaded: which tokens a
+    model misses when it misses whole examples.
+
+    Args:
+        panels: ``{task: (n, {encoding: (answer positions from 1, mean, low, high)})}``.
+
+    Returns:
+        The Figure, drawn as :func:`accuracy_against_length` draws its lines and legend.
+    """
+    figure, panel_axes = _accuracy_panels(
+        panels, ylabel="accuracy", xlabel="answer token (EOS last)", title=title, every_tick=False
+    )
+    for axes, (task, (n, _)) in zip(panel_axes, panels.items(), strict=True):
+        axes.set_title(f"{task} at n = {n}", fontsize="medium")
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    return figure
+
+
+def _accuracy_panels(
+    panels: Panels, *, ylabel: str, xlabel: str, title: str, every_tick: bool = True
+) -> tuple[Figure, list]:
+    """The figure of :func:`accuracy_against_length` without its L markers and panel titles, and the axes
+    of its panels in the order of ``panels``."""
     columns = max(1, min(3, len(panels)))
     rows = -(-len(panels) // columns)
     figure = Figure(figsize=(max(9.0, 4.2 * columns + 1.6), 3.4 * rows + 0.4), layout="constrained")
     grid = figure.subplots(rows, columns, squeeze=False, sharey=True)
     styles = line_styles(name for _, lines in panels.values() for name in lines)
-    for axes, (task, (length_l, lines)) in zip(grid.flat, panels.items(), strict=False):
-        for name, (lengths, mean, low, high) in lines.items():
-            (line,) = axes.plot(
-                lengths, mean, marker="o", markersize=3, label=name, linewidth=1.5, **styles[name]
-            )
+    for axes, (task, (_, lines)) in zip(grid.flat, panels.items(), strict=False):
+        for name, (xs, mean, low, high) in lines.items():
+            (line,) = axes.plot(xs, mean, marker="o", markersize=3, label=name, linewidth=1.5, **styles[name])
             line.set_gid(f"{task}-{name}")
-            axes.fill_between(lengths, low, high, color=styles[name]["color"], alpha=0.15, linewidth=0)
-        axes.axvline(length_l, color="black", linestyle="--", linewidth=1)
-        axes.set_xticks(sorted({n for lengths, *_ in lines.values() for n in lengths}))
-        axes.set_title(f"{task} (L = {length_l})", fontsize="medium")
+            axes.fill_between(xs, low, high, color=styles[name]["color"], alpha=0.15, linewidth=0)
+        if every_tick:
+            axes.set_xticks(sorted({x for xs, *_ in lines.values() for x in xs}))
         axes.set_xlabel(xlabel)
         axes.set_ylim(-0.03, 1.03)
         axes.grid(True, alpha=0.3)
@@ -96,4 +132,4 @@ def accuracy_against_length(
         ]
         figure.legend(handles, list(styles), fontsize="small", loc="outside right center")
     figure.suptitle(title, fontsize="medium", wrap=True)
-    return figure
+    return figure, list(grid.flat)[: len(panels)]
