@@ -88,3 +88,24 @@ def test_the_recorded_extension_study_is_the_study_the_preset_plans():
     [corpus] = {row["config"]["corpus_sha256"] for row in rows}
     runs, _ = plan_runs(preset, list(preset.seeds), corpus)
     assert sorted(row["config_hash"] for row in rows) == sorted(run.config_hash for run in runs)
+
+
+def test_the_cpu_tables_runs_hold_the_accuracy_at_each_answer_position_that_the_document_reads():
+    # docs/LAB.md, "Where the misses are": the 45 runs of the cpu preset's copy, reverse and sort
+    with Records(DOCS / "lab" / "cpu-records.sqlite", readonly=True) as stored:
+        rows = [
+            row
+            for row in stored.rows(status="done")
+            if "position_accuracy" in row["metrics"]["eval"].get("20", {})
+        ]
+    assert len(rows) == 45
+    assert {(row["task"], row["encoding"]) for row in rows} == {
+        (task, encoding)
+        for task in ("copy", "reverse", "sort")
+        for encoding in PRESETS["cpu"].tasks[task].encodings
+    }
+    for row in rows:
+        at_l = row["metrics"]["eval"]["20"]
+        assert row["config"]["train"]["lr"] == PRESETS["cpu"].tasks[row["task"]].train.lr
+        assert len(at_l["position_accuracy"]) == 21  # 20 symbols and EOS
+        assert sum(at_l["position_accuracy"]) / 21 == pytest.approx(at_l["token_accuracy"])
