@@ -807,14 +807,14 @@ def _position_panels(rows: list[dict], tasks: list[str]) -> dict:
     return panels
 
 
-def position_figure(rows_by_preset: dict[str, list[dict]]) -> Figure | None:
+def answer_position_figure(db_path: str | Path, preset: str | None = None) -> Figure | None:
     """Accuracy at each answer position at L per algorithmic task, of the configuration with the most
     runs that recorded it; None when no run did."""
     from posenc.plots.lab import accuracy_per_answer_position
 
     tasks = list(algorithmic.ALGORITHMIC_TASKS)
     candidates = []
-    for name, preset_rows in rows_by_preset.items():
+    for name, preset_rows in load(db_path, preset).items():
         if is_extension_preset(preset_rows):
             continue
         for settings, rows in configurations(preset_rows):
@@ -891,7 +891,7 @@ def lab_figures(db_path: str | Path, preset: str | None = None) -> list[tuple[st
     if figure is not None:
         figures.append(("bits-per-position", "bits per byte against position", figure))
     figures += accuracy_figures(db_path, preset)
-    figure = position_figure(load(db_path, preset))
+    figure = answer_position_figure(db_path, preset)
     if figure is not None:
         figures.append(("answer-positions", "accuracy at each answer position at L per task", figure))
     for rows in load(db_path, preset).values():
