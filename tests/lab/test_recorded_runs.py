@@ -90,22 +90,26 @@ def test_the_recorded_extension_study_is_the_study_the_preset_plans():
     assert sorted(row["config_hash"] for row in rows) == sorted(run.config_hash for run in runs)
 
 
-def test_the_cpu_tables_runs_hold_the_accuracy_at_each_answer_position_that_the_document_reads():
-    # docs/LAB.md, "Where the misses are": the 45 runs of the cpu preset's copy, reverse and sort
+def test_the_cpu_runs_hold_the_accuracy_at_each_answer_position_that_the_document_reads():
+    # docs/LAB.md, "Where the misses are": the 45 runs of the cpu preset's copy, reverse and sort, and
+    # the 36 with randomized positions
     with Records(DOCS / "lab" / "cpu-records.sqlite", readonly=True) as stored:
         rows = [
             row
             for row in stored.rows(status="done")
             if "position_accuracy" in row["metrics"]["eval"].get("20", {})
         ]
-    assert len(rows) == 45
-    assert {(row["task"], row["encoding"]) for row in rows} == {
-        (task, encoding)
-        for task in ("copy", "reverse", "sort")
-        for encoding in PRESETS["cpu"].tasks[task].encodings
+    cpu = PRESETS["cpu"].tasks
+    plain = [row for row in rows if row["config"]["random_positions"] is None]
+    randomized = [row for row in rows if row["config"]["random_positions"] == 128]
+    assert len(plain) == 45 and len(randomized) == 36 and len(rows) == 81
+    assert {(row["task"], row["encoding"]) for row in plain} == {
+        (task, encoding) for task in ("copy", "reverse", "sort") for encoding in cpu[task].encodings
     }
     for row in rows:
-        at_l = row["metrics"]["eval"]["20"]
-        assert row["config"]["train"]["lr"] == PRESETS["cpu"].tasks[row["task"]].train.lr
-        assert len(at_l["position_accuracy"]) == 21  # 20 symbols and EOS
-        assert sum(at_l["position_accuracy"]) / 21 == pytest.approx(at_l["token_accuracy"])
+        assert row["config"]["train"]["lr"] == cpu[row["task"]].train.lr
+        assert row["config"]["model"]["embedding_scale"] == 1.0
+        for n, entry in row["metrics"]["eval"].items():
+            accuracy = entry["position_accuracy"]
+            assert len(accuracy) == int(n) + 1  # the symbols and EOS
+            assert sum(accuracy) / len(accuracy) == pytest.approx(entry["token_accuracy"])
