@@ -89,7 +89,6 @@ def load(db_path: str | Path, preset: str | None = None) -> dict[str, list[dict]
 
 
 #: Settings ``posenc lab run`` can change from a preset's: (name shown, place in the flattened config).
-#: The settings ``posenc lab run`` overrides, each with its dotted place in a run's config.
 OVERRIDES = tuple(OVERRIDE_PLACES.items())
 _ABSENT = "absent"
 
@@ -130,21 +129,19 @@ def _planned(row: dict) -> dict | None:
 
 
 def _preset_values(row: dict) -> dict[str, object]:
-    """The overridable settings as the preset sets them for the row's task (eval lengths at the row's L)."""
-    setup = PRESETS[row["preset"]].tasks[row["task"]]
-    length = row["config"]["train_length"]
-    train, model = setup.train, setup.model
-    return {
-        "steps": train.steps,
-        "lr": train.lr,
-        "warmup": train.warmup,
-        "train_length": setup.train_length,
-        "eval_lengths": list(setup.eval_lengths(length)),
-        "sliding_stride": None,
-        "checkpoint_every": train.checkpoint_every,
-        "random_positions": None,
-        "embedding_scale": model.embedding_scale,
-    }
+    """The overridable settings as the preset sets them for the row's task (eval lengths at the row's L):
+    read from the run the preset plans at that L, so that every override has its value."""
+    config = row["config"]
+    planned = run_config(
+        PRESETS[row["preset"]],
+        row["task"],
+        row["encoding"],
+        row["seed"],
+        corpus_sha256=config.get("corpus_sha256"),
+        overrides=Overrides(train_length=config["train_length"]),
+    )
+    flat = _flatten(json.loads(planned.canonical_json()))
+    return {name: flat.get(place) for name, place in OVERRIDES}
 
 
 def differences(row: dict) -> tuple[tuple[str, str], ...]:

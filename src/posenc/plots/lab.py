@@ -74,7 +74,8 @@ def accuracy_against_length(
         encoding of any panel, in the order first met.
     """
     figure, panel_axes = _accuracy_panels(panels, ylabel=ylabel, xlabel=xlabel, title=title)
-    for axes, (task, (length_l, _)) in zip(panel_axes, panels.items(), strict=True):
+    for axes, (task, (length_l, lines)) in zip(panel_axes, panels.items(), strict=True):
+        axes.set_xticks(sorted({n for lengths, *_ in lines.values() for n in lengths}))
         axes.axvline(length_l, color="black", linestyle="--", linewidth=1)
         axes.set_title(f"{task} (L = {length_l})", fontsize="medium")
     return figure
@@ -94,7 +95,7 @@ def accuracy_per_answer_position(
         The Figure, drawn as :func:`accuracy_against_length` draws its lines and legend.
     """
     figure, panel_axes = _accuracy_panels(
-        panels, ylabel="accuracy", xlabel="answer token (EOS last)", title=title, every_tick=False
+        panels, ylabel="accuracy", xlabel="answer token (EOS last)", title=title
     )
     for axes, (task, (n, _)) in zip(panel_axes, panels.items(), strict=True):
         axes.set_title(f"{task} at n = {n}", fontsize="medium")
@@ -102,11 +103,9 @@ def accuracy_per_answer_position(
     return figure
 
 
-def _accuracy_panels(
-    panels: Panels, *, ylabel: str, xlabel: str, title: str, every_tick: bool = True
-) -> tuple[Figure, list]:
-    """The figure of :func:`accuracy_against_length` without its L markers and panel titles, and the axes
-    of its panels in the order of ``panels``."""
+def _accuracy_panels(panels: Panels, *, ylabel: str, xlabel: str, title: str) -> tuple[Figure, list]:
+    """The figure of :func:`accuracy_against_length` without its ticks, L markers and panel titles, and
+    the axes of its panels in the order of ``panels``."""
     columns = max(1, min(3, len(panels)))
     rows = -(-len(panels) // columns)
     figure = Figure(figsize=(max(9.0, 4.2 * columns + 1.6), 3.4 * rows + 0.4), layout="constrained")
@@ -117,8 +116,6 @@ def _accuracy_panels(
             (line,) = axes.plot(xs, mean, marker="o", markersize=3, label=name, linewidth=1.5, **styles[name])
             line.set_gid(f"{task}-{name}")
             axes.fill_between(xs, low, high, color=styles[name]["color"], alpha=0.15, linewidth=0)
-        if every_tick:
-            axes.set_xticks(sorted({x for xs, *_ in lines.values() for x in xs}))
         axes.set_xlabel(xlabel)
         axes.set_ylim(-0.03, 1.03)
         axes.grid(True, alpha=0.3)
