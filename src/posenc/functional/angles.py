@@ -25,7 +25,7 @@ from decimal import Decimal, localcontext
 
 import torch
 
-from posenc._validation import as_positions
+from posenc._validation import as_positions, check_on_device
 
 #: Largest |position| (exclusive) for which the angle is exact.
 MAX_POSITION = 2**27
@@ -92,6 +92,11 @@ def reduced_angles(
         float64 ``[..., f]``.
     """
     positions = as_positions(positions)
+    if torch.compiler.is_compiling():  # reading a value would be a data-dependent guard in the graph
+        check_on_device(
+            positions.abs() < MAX_POSITION, f"positions must satisfy |position| < 2^27 = {MAX_POSITION}"
+        )
+        return reduced_angles_unchecked(positions, frequency_pieces, per_frequency=per_frequency)
     largest = int(positions.abs().max())
     if largest >= MAX_POSITION:
         raise ValueError(

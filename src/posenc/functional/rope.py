@@ -661,12 +661,31 @@ def rope_cos_sin(
             raise ValueError(f"inv_freq must be finite, got {float(bad[0])}")
     attention_factor = check_positive_float("attention_factor", attention_factor)
     pieces = split_frequencies(inv_freq.to(torch.float64))
-    if axis is None:
-        cos, sin = exact_cos_sin(as_positions(positions), pieces)  # [..., r/2] float64
-    else:
+    if axis is not None:
         axis = check_frequency_axes(axis, inv_freq.shape[0])
-        positions = as_coordinates(positions, int(axis.max()) + 1)  # [..., s, n]
-        angle = coordinate_angles(positions, pieces, axis)  # [..., s, r/2]
+    return cos_sin_of_pieces(positions, pieces, dtype=dtype, attention_factor=attention_factor, axis=axis)
+
+
+def cos_sin_of_pieces(
+    positions: torch.Tensor | int,
+    frequency_pieces: torch.Tensor,
+    *,
+    dtype: torch.dtype,
+    attention_factor: float,
+    axis: torch.Tensor | None = None,
+    axes: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`rope_cos_sin` from frequencies already split into exact pieces ``[r/2, P]``
+    (:func:`posenc.functional.angles.split_frequencies`) and an ``axis`` already checked: what a module
+    that keeps its frequencies calls, so that a compiled graph holds no split (inductor's CPU code for
+    ``frexp`` does not build) and no host read. ``axes``: the number of coordinate axes (default
+    ``axis.max() + 1``, a host read)."""
+    if axis is None:
+        cos, sin = exact_cos_sin(as_positions(positions), frequency_pieces)  # [..., r/2] float64
+    else:
+        axes = int(axis.max()) + 1 if axes is None else axes
+        positions = as_coordinates(positions, axes)  # [..., s, n]
+        angle = coordinate_angles(positions, frequency_pieces, axis)  # [..., s, r/2]
         cos, sin = torch.cos(angle), torch.sin(angle)
     if attention_factor != 1.0:
         cos, sin = cos * attention_factor, sin * attention_factor

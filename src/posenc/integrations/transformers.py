@@ -57,11 +57,12 @@ import torch
 from torch import nn
 
 from posenc._validation import check_choice, check_positive_ints
+from posenc.functional.angles import split_frequencies
 from posenc.functional.coordinates import from_mrope_layout
 from posenc.functional.rope import (
     SECTION_LAYOUTS,
+    cos_sin_of_pieces,
     rope_axial_frequencies,
-    rope_cos_sin,
     rope_inv_freq,
     rope_section_axes,
 )
@@ -285,11 +286,23 @@ class PosencRotaryEmbedding(nn.Module):
                     f"width {self.rotary_dim} has {self.rotary_dim // 2}"
                 )
             self.frequency_axis = rope_section_axes(self.sections, layout=self.section_layout)
+        self.axes = None if self.frequency_axis is None else int(self.frequency_axis.max()) + 1
         self.original_max_seq_len = getattr(config, "max_position_embeddings", None)
         self.max_seq_len_cached = max_seq_len_cached or self.original_max_seq_len
         self.inv_freq, self.attention_scaling = self._inv_freq(
             self.max_seq_len_cached if self.scaling == "dynamic" else None
         )  # [r/2] float64
+
+    @property
+    def inv_freq(self) -> torch.Tensor:
+        """The float64 frequencies ``[r/2]`` this module turns with."""
+        return self._inv_freq_value
+
+    @inv_freq.setter
+    def inv_freq(self, value: torch.Tensor) -> None:
+        # split once, here, outside any compiled graph: each call reads the pieces
+        self._inv_freq_value = value
+        self._frequency_pieces = split_frequencies(value.to(torch.float64))  # [r/2, P]
 
     def _inv_freq(self, seq_len: int | None) -> tuple[torch.Tensor, float]:
         if self.rope_type == "axial":
@@ -315,7 +328,8 @@ class PosencRotaryEmbedding(nn.Module):
 
     @torch.no_grad()
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor):
-        inv_freq = self.frequencies(position_ids).to(position_ids.device)
+        self.frequencies(position_ids)  # dynamic NTK and LongRoPE set this call's frequencies
+        pieces = self._frequency_pieces.to(position_ids.device)  # [r/2, P]
         dtype = torch.float32 if self.output_format == "complex" else self.output_dtype or x.dtype
         axis = None
         if self.frequency_axis is not None:
@@ -324,8 +338,13 @@ class PosencRotaryEmbedding(nn.Module):
             if position_ids.dim() == 2:  # text only: the same position on every axis
                 position_ids = position_ids[None].expand(len(self.sections), *position_ids.shape)
             position_ids = from_mrope_layout(position_ids)  # [3, b, s] -> [b, s, 3]
-        cos, sin = rope_cos_sin(
-            position_ids, inv_freq, dtype=dtype, attention_factor=self.attention_scaling, axis=axis
+        cos, sin = cos_sin_of_pieces(
+            position_ids,
+            pieces,
+            dtype=dtype,
+            attention_factor=self.attention_scaling,
+            axis=axis,
+            axes=self.axes,
         )  # [b, s, r/2] (axial: [n, r/2] from coordinates [n, 2])
         return OUTPUT_FORMATS[self.output_format](cos, sin)
 
