@@ -12,6 +12,7 @@ import torch
 import posenc
 from posenc.attention import KVCache, MultiHeadAttention
 from posenc.backends import ATTENTION
+from posenc.encodings import encoding_class
 from posenc.functional import grid_positions
 from posenc.model import TransformerEncoder, TransformerLM
 from tests.conftest import ENCODING_KWARGS
@@ -441,3 +442,34 @@ def test_attend_refuses_values_of_other_keys():
     q, k = torch.randn(2, 4, 5, 8), torch.randn(2, 4, 7, 8)
     with pytest.raises(ValueError, match="k and v the keys"):
         _rope_layer("eager").attend(q, k, torch.randn(2, 4, 6, 8), None, None)
+
+
+@pytest.mark.parametrize(
+    ("encoding", "causal"),
+    [
+        (name, causal)
+        for name in posenc.available()
+        for causal in (True, False)
+        if (name, causal) != ("cope", False)
+    ],
+)
+def test_eager_reference_keeps_float64_as_sdpa_does(encoding, causal):
+    """(CoPE defines no bidirectional form and refuses causal=False.)"""
+    model = make_model(encoding, causal=causal).double()
+    x = tokens(s=10)
+    reference, _ = forward_and_grads(model, x, "sdpa")
+    logits, _ = forward_and_grads(model, x, "eager")
+    assert logits.dtype == torch.float64
+    torch.testing.assert_close(logits, reference, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("encoding", ["rope", "alibi", "shaw"])
+def test_eager_attention_passes_gradcheck_in_float64(encoding):
+    torch.manual_seed(0)
+    arguments = encoding_class(encoding).model_arguments(
+        d_model=D_MODEL, n_heads=HEADS, max_len=64, causal=True
+    )
+    built = posenc.build(encoding, **arguments)
+    attention = MultiHeadAttention(D_MODEL, HEADS, encoding=built, backend="eager").double()
+    x = torch.randn(1, 5, D_MODEL, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(attention, (x,), eps=1e-6, atol=1e-7)

@@ -11,7 +11,7 @@ encoding; a bias of the distance alone (``distance_bias``) takes a faster path o
 Backends, all computing softmax(q·kᵀ·scale + bias + terms + mask)·v, where scale is the encoding's
 ``logit_scale(d_head)`` (1/√d unless the encoding says otherwise: RoPE with DeepSeek's YaRN):
 
-- ``"eager"``: explicit float32 scores and softmax; the reference.
+- ``"eager"``: explicit scores and softmax in the inputs' dtype (half types in float32); the reference.
 - ``"sdpa"``: ``scaled_dot_product_attention`` with the bias (and mask) as a float ``attn_mask``.
 - ``"flex"``: compiled ``flex_attention`` with the encoding's ``score_mod`` and a causal block mask,
   so no s×s tensor is built. On CPU, torch 2.13's compiled flex_attention returns wrong values or NaN
@@ -277,15 +277,16 @@ class MultiHeadAttention(nn.Module):
     def _eager(self, q, k, v, bias, mask, q_positions=None, k_positions=None) -> torch.Tensor:
         groups = self.n_heads // self.n_kv_heads
         k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)  # [b, h, j, d]
-        scores = (q.float() @ k.float().transpose(-1, -2)) * self._scale()  # [b, h, i, j]
+        dtype = torch.promote_types(q.dtype, torch.float32)  # half types upcast; float64 stays float64
+        scores = (q.to(dtype) @ k.to(dtype).transpose(-1, -2)) * self._scale()  # [b, h, i, j]
         if bias is not None:
-            scores = scores + bias.float()
+            scores = scores + bias.to(dtype)
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         weights = scores.softmax(dim=-1)  # [b, h, i, j]
-        out = weights @ v.float()  # [b, h, i, d]
+        out = weights @ v.to(dtype)  # [b, h, i, d]
         if self.encoding.reads_attention_weights:
-            out = out + self.encoding.value_terms(weights, q_positions, k_positions).float()
+            out = out + self.encoding.value_terms(weights, q_positions, k_positions).to(dtype)
         return out.to(q.dtype)
 
     def project_heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

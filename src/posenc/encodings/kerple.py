@@ -162,14 +162,14 @@ class Kerple(BiasEncoding):
         return r1.to(torch.float64), r2.to(torch.float64)
 
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
-        """The bias ``[h, i, j]`` (``[b, h, i, j]`` for batched positions), float32: each value the one
-        rounding of the float64 kernel."""
+        """The bias ``[h, i, j]`` (``[b, h, i, j]`` for batched positions), float32 (float64 for float64
+        parameters): each value the one rounding of the float64 kernel."""
         q_positions, k_positions = pair_positions(q_positions, k_positions)
         self.project_()
         r1, r2 = self.coefficients()
         distance = (q_positions.unsqueeze(-1) - k_positions.unsqueeze(-2)).unsqueeze(-3)  # [(b,) 1, i, j]
         scores = kerple_scores(distance, r1[:, None, None], r2[:, None, None], variant=self.variant)
-        return scores.to(torch.float32)  # [(b,) h, i, j]
+        return scores.to(torch.promote_types(self.r1.dtype, torch.float32))  # [(b,) h, i, j]
 
     def distance_bias(self, distances: torch.Tensor) -> torch.Tensor:
         """The bias at query − key distances ``[n]`` for each head, ``[h, n]`` (float64)."""

@@ -102,6 +102,7 @@ class Sandwich(PositionalEncoding):
         self.base = check_positive_float("base", base)
         # built here, outside any compiled graph (Decimal arithmetic); kept float64 by _apply
         self.register_buffer("pieces", self._exact_pieces(torch.device("cpu")), persistent=False)  # [d′/2, 4]
+        self.bias_dtype = torch.float32  # the dtype its bias is rounded to: follows .double(), .half(), …
 
     def _exact_pieces(self, device: torch.device) -> torch.Tensor:
         pieces = sandwich_frequency_pieces(self.d_position, self.base)
@@ -109,6 +110,8 @@ class Sandwich(PositionalEncoding):
 
     def _apply(self, fn, recurse=True):
         super()._apply(fn, recurse)
+        # no parameter says what dtype the model computes in: a conversion applied to a probe does
+        self.bias_dtype = torch.promote_types(fn(torch.zeros(0, dtype=self.bias_dtype)).dtype, torch.float32)
         self.pieces = self._exact_pieces(self.pieces.device)  # never rounded by a dtype conversion
         return self
 
@@ -145,8 +148,8 @@ class Sandwich(PositionalEncoding):
         return self._scaled(self.shifted_dot(distances))
 
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
-        """The bias ``[h, i, j]`` (``[b, h, i, j]`` for batched positions), float32, each value the one
-        rounding of the float64 bias.
+        """The bias ``[h, i, j]`` (``[b, h, i, j]`` for batched positions), float32 (float64 in a float64
+        module), each value the one rounding of the float64 bias.
 
         Computed once per distinct |i − j| (at most i + j − 1 of them for consecutive positions) and
         gathered; under torch.compile, where the distinct count is data-dependent, eight frequencies at a
@@ -160,7 +163,7 @@ class Sandwich(PositionalEncoding):
             distinct, index = distance.unique(return_inverse=True)
             values = self.distance_bias(distinct)[:, index]  # [h, (b,) i, j]
         values = values if distance.dim() == 2 else values.movedim(0, 1)  # [(b,) h, i, j]
-        return values.to(torch.float32)
+        return values.to(self.bias_dtype)
 
     def _pairwise_shifted_dot(self, distance: torch.Tensor) -> torch.Tensor:
         """p·p − d′/2 for every pair, ``_FREQUENCIES_AT_ONCE`` frequencies at a time (the compiled path:
@@ -181,7 +184,7 @@ class Sandwich(PositionalEncoding):
         k_positions: torch.Tensor | None = None,
     ) -> Callable:
         """``score_mod(score, b, h, q_idx, kv_idx)`` adding the bias by a lookup into a per-distance
-        table ``[h, D + 1]`` (D the largest |i − j| of these positions), float32.
+        table ``[h, D + 1]`` (D the largest |i − j| of these positions), in the bias's dtype.
 
         Where D + 1 exceeds the number of (query, key) pairs (a few far-apart positions) the lookup goes
         into the materialised bias instead, so the table never outgrows the scores.
@@ -196,6 +199,8 @@ class Sandwich(PositionalEncoding):
                 "k_positions (the table covers their distances)"
             )
         q_positions, k_positions = pair_positions(q_positions, k_positions)
+        if torch.compiler.is_compiling():  # the table's length is a host value: the bias per pair instead
+            return PositionalEncoding.score_mod(self, q_positions=q_positions, k_positions=k_positions)
         span = max(
             abs(int(q_positions.max()) - int(k_positions.min())),
             abs(int(k_positions.max()) - int(q_positions.min())),
@@ -208,7 +213,7 @@ class Sandwich(PositionalEncoding):
         if span + 1 > pairs:
             return PositionalEncoding.score_mod(self, q_positions=q_positions, k_positions=k_positions)
         distances = torch.arange(span + 1, device=q_positions.device)
-        table = self.distance_bias(distances).to(torch.float32)  # [h, D+1]
+        table = self.distance_bias(distances).to(self.bias_dtype)  # [h, D+1]
         q_position, k_position = _lookup(q_positions), _lookup(k_positions)
 
         def score_mod(score, b, h, q_idx, kv_idx):
