@@ -124,10 +124,10 @@ def test_the_encoder_refuses_causal_attention():
         TransformerEncoder(16, causal=True)
 
 
-def _compiled_equals_eager(name: str, backend: str) -> None:
+def _compiled_equals_eager(name: str, backend: str, attention: str = "sdpa") -> None:
     torch._dynamo.reset()
     torch.manual_seed(0)
-    model = TransformerLM(64, d_model=32, n_layers=2, n_heads=4, encoding=name, max_len=64)  # sdpa
+    model = TransformerLM(64, d_model=32, n_layers=2, n_heads=4, encoding=name, max_len=64, backend=attention)
     tokens = torch.randint(0, 64, (2, 16))
     compiled = torch.compile(model, fullgraph=True, backend=backend)
     logits = compiled(tokens)
@@ -149,6 +149,17 @@ def test_compiles_with_fullgraph_for_every_registered_encoding_forward_and_backw
     # aot_eager traces the whole forward and backward as inductor does, without generating code (half
     # a minute to more than a minute an encoding on a cold cache); inductor itself: the test below.
     _compiled_equals_eager(name, "aot_eager")
+
+
+def test_sandwich_on_flex_compiles_with_fullgraph():
+    # its score_mod sized a per-distance table from the positions, a data-dependent guard
+    _compiled_equals_eager("sandwich", "aot_eager", attention="flex")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", posenc.available())
+def test_every_registered_encoding_on_flex_compiles_with_fullgraph(name):
+    _compiled_equals_eager(name, "aot_eager", attention="flex")
 
 
 @pytest.mark.slow
