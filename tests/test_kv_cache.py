@@ -219,3 +219,48 @@ def test_a_sink_cache_is_refused_for_codes_added_to_the_embeddings(name):
     with pytest.raises(ValueError, match=message):
         model(torch.randint(0, 64, (2, 4)), caches=[KVCache(sinks=2, window=5)])
     model(torch.randint(0, 64, (2, 4)), caches=model.new_caches())  # a cache that keeps every token: fine
+
+
+def _tiny_lm(causal: bool = True):
+    from posenc.model import TransformerEncoder, TransformerLM
+
+    torch.manual_seed(0)
+    cls = TransformerLM if causal else TransformerEncoder
+    return cls(32, d_model=16, n_layers=2, n_heads=2, encoding="rope", max_len=32)
+
+
+def test_one_cache_shared_by_every_layer_is_refused():
+    # [KVCache()] * n_layers gave logits 4.97 from the full forward: layer 1 read layer 0's keys
+    model = _tiny_lm()
+    with pytest.raises(ValueError, match=r"the same cache appears more than once"):
+        model(torch.zeros(1, 4, dtype=torch.long), caches=[KVCache()] * 2)
+
+
+def test_a_cache_that_holds_one_layers_keys_is_refused_by_another_layer():
+    from posenc.attention import MultiHeadAttention
+
+    first, second = MultiHeadAttention(16, 2), MultiHeadAttention(16, 2)
+    cache = KVCache()
+    first(torch.randn(1, 3, 16), cache=cache)
+    with pytest.raises(ValueError, match="already holds the keys of another attention layer"):
+        second(torch.randn(1, 3, 16), cache=cache)
+    first(torch.randn(1, 1, 16), cache=cache)  # its own layer goes on
+
+
+def test_fewer_caches_than_layers_are_refused_naming_the_count():
+    model = _tiny_lm()
+    with pytest.raises(ValueError, match=r"one KVCache per layer \(2\), got 1 caches"):
+        model(torch.zeros(1, 4, dtype=torch.long), caches=model.new_caches()[:1])
+
+
+def test_bidirectional_attention_refuses_a_kv_cache():
+    # an encoder decoded 4 + 4 tokens 5.78 away from its full forward; one bidirectional layer by 0.30
+    from posenc.attention import MultiHeadAttention
+
+    with pytest.raises(ValueError, match="KV caches need a causal model"):
+        _tiny_lm(causal=False).new_caches()
+    with pytest.raises(ValueError, match="a KV cache needs causal attention"):
+        MultiHeadAttention(16, 2, causal=False)(torch.randn(1, 3, 16), cache=KVCache())
+    encoder = _tiny_lm(causal=False)
+    with pytest.raises(ValueError, match="a KV cache needs causal attention"):
+        encoder(torch.zeros(1, 4, dtype=torch.long), caches=[KVCache(), KVCache()])

@@ -122,8 +122,23 @@ class MultiHeadAttention(nn.Module):
         """
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape [b, s, d_model={self.d_model}], got {tuple(x.shape)}")
+        self.check_cache(cache)
         positions = continued_positions(positions, x, cache, self.encoding.position_columns)
         return self.forward_at(x, positions, cache, document_ids(documents, x, cache))
+
+    def check_cache(self, cache: KVCache | None) -> None:
+        """Refuse a cache this layer cannot decode with: bidirectional attention (a token's output would
+        depend on keys that arrive later), or a cache that holds another layer's keys."""
+        if cache is None:
+            return
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be a KVCache or None, got {type(cache).__name__}")
+        if not self.causal:
+            raise ValueError(
+                "a KV cache needs causal attention: with causal=False each token attends to tokens that "
+                "arrive in later calls, which incremental decoding cannot give; run the whole sequence at once"
+            )
+        cache.claim(self, "attention layer")
 
     def forward_at(
         self,

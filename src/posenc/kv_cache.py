@@ -16,6 +16,8 @@ Notation used for tensor shapes: b batch, h_kv key/value heads, t cached tokens,
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 from posenc._validation import check_int, check_positive_int
@@ -51,6 +53,7 @@ class KVCache:
             capacity = kept
         self.capacity = None if capacity is None else check_positive_int("capacity", capacity)
         self.length = 0
+        self._owner: weakref.ref | None = None  # the attention layer whose keys it holds
         self._keys: torch.Tensor | None = None  # [b, h_kv, C, d]
         self._values: torch.Tensor | None = None  # [b, h_kv, C, d]
         self._positions: torch.Tensor | None = None  # [C(, n)] or [b, C(, n)]
@@ -103,6 +106,24 @@ class KVCache:
         return positions.amax(dim=(-2, -1)).floor().long() + 1  # [b]: Qwen2-VL's rope_deltas are per row
 
     # --- writing ------------------------------------------------------------------------------------
+
+    def claim(self, owner: object, name: str = "layer") -> None:
+        """Bind the cache to the one layer (``owner``) whose keys it holds, on its first use.
+
+        Raises:
+            ValueError: a cache that already holds another layer's keys: one cache shared by several
+                layers (``[KVCache()] * n_layers``) would give each layer the keys of the others.
+        """
+        held = None if self._owner is None else self._owner()
+        if held is owner:
+            return
+        if held is not None:
+            raise ValueError(
+                f"this KVCache already holds the keys of another {name}; each attention layer needs a cache "
+                "of its own (model.new_caches(), or [KVCache() for _ in range(n_layers)], not "
+                "[KVCache()] * n_layers)"
+            )
+        self._owner = weakref.ref(owner)
 
     def append(
         self, keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor, columns: int = 1

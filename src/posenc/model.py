@@ -175,9 +175,32 @@ class TransformerLM(nn.Module):
         self, capacity: int | None = None, *, sinks: int | None = None, window: int | None = None
     ) -> list[KVCache]:
         """One empty KV cache per layer, for incremental decoding (arguments: :class:`posenc.attention.KVCache`)."""
+        if not self.blocks[0].attention.causal:
+            raise ValueError(
+                "a bidirectional encoder cannot decode incrementally (each token attends to later ones): "
+                "KV caches need a causal model (TransformerLM)"
+            )
         caches = [KVCache(capacity, sinks=sinks, window=window) for _ in self.blocks]
-        self._check_cache(caches[0])
+        self._check_caches(caches)
         return caches
+
+    def _check_caches(self, caches: list[KVCache] | None) -> None:
+        """One cache of its own per layer, each usable by every layer (see :meth:`_check_cache`)."""
+        if caches is None:
+            return
+        if not isinstance(caches, list | tuple) or len(caches) != len(self.blocks):
+            given = f"{len(caches)} caches" if isinstance(caches, list | tuple) else type(caches).__name__
+            raise ValueError(
+                f"caches must be a list of one KVCache per layer ({len(self.blocks)}), got {given}"
+            )
+        if len({id(cache) for cache in caches}) != len(caches):
+            raise ValueError(
+                "caches must be one KVCache per layer, each its own: the same cache appears more than once "
+                "(make them with model.new_caches(), not [KVCache()] * n_layers)"
+            )
+        for cache, block in zip(caches, self.blocks, strict=True):
+            block.attention.check_cache(cache)
+        self._check_cache(caches[0])
 
     def _check_cache(self, cache: KVCache | None) -> None:
         """A cache whose positions move (sinks and a window) only for an encoding that follows them."""
@@ -208,8 +231,8 @@ class TransformerLM(nn.Module):
             raise ValueError(f"tokens must have shape [b, s], got {tuple(tokens.shape)}")
         check_token_ids(tokens, self.vocab_size)
         x = self.token_embedding(tokens) * self.embedding_scale  # [b, s, d − added]
+        self._check_caches(caches)
         cache = caches[0] if caches else None
-        self._check_cache(cache)
         if positions is None and cache is None and self.random_positions is not None:
             positions = randomized_positions(
                 tokens.shape[0], tokens.shape[1], self.random_positions, device=tokens.device
