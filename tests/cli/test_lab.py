@@ -142,7 +142,7 @@ def test_run_workdir_that_cannot_be_a_folder_is_refused_before_the_database_is_m
     if kind == "a file":
         workdir.write_text("")
     db = tmp_path / "r.sqlite"
-    argv = ["lab", "run", "--preset", "smoke", "--task", "copy", "--encodings", "rope", "--steps", "1"]
+    argv = ["lab", "run", "--preset", "smoke", "--task", "copy", "--encodings", "rope", "--steps", "3"]
     cli(*argv, "--no-progress", "--db", str(db), "--workdir", str(workdir)).assert_refused(
         "posenc lab run: error:", "--workdir", str(workdir)
     )

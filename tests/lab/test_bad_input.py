@@ -209,7 +209,7 @@ def test_database_with_meta_but_no_runs_table_is_refused_and_left_unchanged(tmp_
     for readonly in (False, True):
         with pytest.raises(ValueError, match="has no runs table.*left unchanged"):
             Records(db, readonly=readonly)
-    assert exit_code(*RUN, "--steps", "1", "--db", str(db)) == 2
+    assert exit_code(*RUN, "--steps", "3", "--db", str(db)) == 2
     assert exit_code("report", "--db", str(db), "--out", str(tmp_path / "report")) == 2
     run_err, report_err = capsys.readouterr().err.strip().splitlines()
     assert run_err.startswith("posenc lab run: error:") and report_err.startswith("posenc lab report: error:")
@@ -230,5 +230,5 @@ def test_runs_table_with_other_columns_is_refused_and_left_unchanged(tmp_path):
         ValueError, match="runs table with columns config_hash, metrics, not config_hash, preset"
     ):
         Records(db)
-    assert exit_code(*RUN, "--steps", "1", "--db", str(db)) == 2
+    assert exit_code(*RUN, "--steps", "3", "--db", str(db)) == 2
     assert db.read_bytes() == before

@@ -85,7 +85,7 @@ def test_a_sweep_writes_its_run_lines_to_the_stdout_of_the_moment(tmp_path):
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         code = lab(
-            "run", "--preset", "smoke", "--task", "copy", "--encodings", "nope", "--steps", "2",
+            "run", "--preset", "smoke", "--task", "copy", "--encodings", "nope", "--steps", "3",
             "--db", str(tmp_path / "r.sqlite"), "--no-progress",
         )  # fmt: skip
     assert code == 0 and "[1/1] copy nope seed 0:" in out.getvalue()

@@ -480,8 +480,10 @@ OVERRIDE_PLACES = {
 }
 
 
-def _train_config(train: TrainConfig, overrides: Overrides) -> TrainConfig:
-    """``train`` with the budget's overrides (a warm-up longer than the steps never reaches the peak)."""
+def _train_config(train: TrainConfig, overrides: Overrides, source: str = "the preset's") -> TrainConfig:
+    """``train`` with the budget's overrides. A warm-up of at least the steps, overridden or
+    ``source``'s (``"the smoke preset's for task copy"``), is refused naming both: the learning rate
+    would climb for the whole run, never reaching its peak or decaying."""
     if overrides.steps is not None:
         train = replace(train, steps=check_at_least_one("steps", overrides.steps))
     if overrides.lr is not None:
@@ -493,6 +495,13 @@ def _train_config(train: TrainConfig, overrides: Overrides) -> TrainConfig:
     if overrides.checkpoint_every is not None:
         train = replace(
             train, checkpoint_every=check_at_least_one("checkpoint_every", overrides.checkpoint_every)
+        )
+    if train.warmup >= train.steps:
+        steps = "" if overrides.steps is not None else f" ({source})"
+        warmup = "" if overrides.warmup is not None else f" ({source})"
+        raise ValueError(
+            f"warmup={train.warmup}{warmup} must be less than steps={train.steps}{steps}: the learning "
+            "rate would warm up for the whole run and never decay"
         )
     return train
 
@@ -513,7 +522,7 @@ def run_config(
 
     Raises:
         ValueError: ``steps``, ``train_length``, ``checkpoint_every`` or ``random_positions`` below 1, an
-            ``lr`` that is not positive and finite, a ``warmup`` below 0, an
+            ``lr`` that is not positive and finite, a ``warmup`` below 0 or not below the steps, an
             embedding scale that is not positive and finite (nor ``"sqrt"``),
             a randomized range shorter than the longest evaluated sequence, a seed outside
             0 … MAX_SEED, an evaluation length below the training length, a sliding stride outside
@@ -528,7 +537,7 @@ def run_config(
         length = check_at_least_one("train_length", overrides.train_length)
     lengths = setup.eval_lengths(length) if overrides.eval_lengths is None else overrides.eval_lengths
     lengths = check_eval_lengths(length, lengths)
-    train = _train_config(setup.train, overrides)
+    train = _train_config(setup.train, overrides, f"the {preset.name} preset's for task {task}")
     eval_size = setup.eval_size
     if task == "lm":  # whole windows at every length, so that every length reads the same bytes
         window = math.lcm(*lengths)
