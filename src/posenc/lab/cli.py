@@ -247,6 +247,9 @@ def _run(args: argparse.Namespace) -> int:
     if workdir is None:  # after the database, whose refusal says more when its folder is the problem
         workdir = writable_folder(args.db.parent / "checkpoints", "the default --workdir")
     context = distributed.start(args.parallel, args.device)
+    if context.is_main:
+        for notice in sweep.notices:  # named encodings skipped on some tasks: said before training
+            print(f"posenc lab run: {notice}", file=sys.stderr, flush=True)
     try:
         counts = run_sweep(sweep, db=args.db, workdir=workdir, context=context, progress=args.progress)
     finally:

@@ -32,6 +32,7 @@ from posenc.lab.presets import (
     check_seeds,
     not_applicable,
     run_config,
+    skip_reason,
     task_setup,
 )
 from posenc.lab.progress import SweepProgress
@@ -50,6 +51,7 @@ class Plan:
     not_applicable: dict[tuple[str, str], str] = field(default_factory=dict)  # (task, encoding) -> reason
     corpus: dict | None = None  # lm corpus fingerprint, when lm is in the sweep
     bases: dict[str, RunConfig] = field(default_factory=dict)  # config hash -> a run others start from
+    notices: list[str] = field(default_factory=list)  # named (task, encoding) pairs skipped, and why
 
 
 def _names(value: str | list[str] | None, default: list[str], option: str) -> list[str]:
@@ -57,14 +59,18 @@ def _names(value: str | list[str] | None, default: list[str], option: str) -> li
 
     A value that names nothing ('' or ',', as ``--encodings "$UNSET"`` gives) is refused: read as
     the default it would train every encoding, read as nothing it would plan no run and succeed.
+    So is a name given twice (``rope,rope``).
     """
     if value is None:
         return list(default)
     names = [v.strip() for v in value.split(",")] if isinstance(value, str) else list(value)
     names = [name for name in names if name]
+    kind = option.removeprefix("--").removesuffix("s")
     if not names:
-        kind = option.removeprefix("--").removesuffix("s")
         raise ValueError(f"{option} must name at least one {kind}, got {value!r}")
+    repeated = next((name for i, name in enumerate(names) if name in names[:i]), None)
+    if repeated is not None:  # planned twice, trained once: the count would not be what was asked for
+        raise ValueError(f"{option} names {kind} {repeated!r} twice")
     return names
 
 
@@ -84,6 +90,7 @@ def plan(
     for task in task_names:
         task_setup(chosen, task)
     chosen_encodings = None if encodings is None else check_encodings(_names(encodings, [], "--encodings"))
+    notices = [] if chosen_encodings is None else _named_not_applicable(chosen_encodings, task_names)
     seeds = check_seeds(list(chosen.seeds if seeds is None else seeds))
     corpus = make_task("lm").fingerprint() if "lm" in task_names else None
     corpus_sha256 = None if corpus is None else corpus["sha256"]
@@ -102,7 +109,33 @@ def plan(
     for config in runs:
         if config.task == "lm":
             _check_fits_corpus(config, corpus)
-    return Plan(chosen, runs, skipped, corpus)
+    return Plan(chosen, runs, skipped, corpus, notices=notices)
+
+
+def _named_not_applicable(encodings: list[str], tasks: list[str]) -> list[str]:
+    """Check that each named encoding applies to the sweep's tasks, as the encoding declares it.
+
+    One that applies to none of them is refused (a ValueError naming it, the task and why): a typo or a
+    mismatch would otherwise plan nothing and succeed. One that applies to some of several tasks gives
+    a line saying on which it is skipped and why, for the command to print before training.
+    """
+    notices = []
+    for encoding in encodings:
+        reasons = {task: skip_reason(encoding, task) for task in tasks}
+        missing = [task for task, reason in reasons.items() if reason is not None]
+        if not missing:
+            continue
+        why = "; ".join(dict.fromkeys(reasons[task] for task in missing))  # each reason once
+        names = ", ".join(missing)
+        if len(missing) == len(tasks):
+            raise ValueError(
+                f"encoding {encoding!r} does not apply to task{'s' * (len(tasks) > 1)} {names}: {why}"
+            )
+        notices.append(
+            f"skipping encoding {encoding!r} on task{'s' * (len(missing) > 1)} {names}, where it does "
+            f"not apply: {why}"
+        )
+    return notices
 
 
 #: The overrides the context-extension study takes: it plans its runs' models and windows itself.
@@ -122,15 +155,12 @@ def _extension_plan(preset: Preset, tasks, encodings, seeds, overrides: Override
         raise ValueError(f"the {preset.name} preset studies language modelling only; --task must be lm")
     if overrides.eval_lengths is not None:
         raise ValueError(f"the {preset.name} preset sets its own evaluation lengths (its factors × L)")
+    if encodings is not None:
+        encodings = check_encodings(_names(encodings, [], "--encodings"))
+        _named_not_applicable(encodings, ["lm"])
     seeds = check_seeds(list(preset.seeds if seeds is None else seeds))
     corpus = make_task("lm").fingerprint()
-    runs, bases = plan_runs(
-        preset,
-        seeds,
-        corpus["sha256"],
-        encodings=None if encodings is None else check_encodings(_names(encodings, [], "--encodings")),
-        overrides=overrides,
-    )
+    runs, bases = plan_runs(preset, seeds, corpus["sha256"], encodings=encodings, overrides=overrides)
     for config in runs:
         _check_fits_corpus(config, corpus)
     return Plan(preset, runs, {}, corpus, bases)
