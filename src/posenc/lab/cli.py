@@ -254,10 +254,13 @@ def _run(args: argparse.Namespace) -> int:
         counts = run_sweep(sweep, db=args.db, workdir=workdir, context=context, progress=args.progress)
     finally:
         distributed.stop(context)
+    elsewhere = counts["claimed_elsewhere"]
     if context.is_main:
         print(
             f"lab run --preset {args.preset}: {counts['run']} run(s) trained, "
-            f"{counts['already_recorded']} already recorded, {counts['planned']} planned; records in {args.db}"
+            f"{counts['already_recorded']} already recorded, "
+            + (f"{elsewhere} skipped (being trained by another process), " if elsewhere else "")
+            + f"{counts['planned']} planned; records in {args.db}"
         )
     return 0
 

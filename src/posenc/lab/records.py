@@ -6,12 +6,17 @@ all and can never be recorded twice. A ``meta`` table holds the schema version; 
 another version, one that is not a lab database, or one that lacks a table or column of this
 version is refused with a message, never modified.
 Writability is checked when the database is opened, before any training starts.
+
+A ``claims`` table (added to a writable database of this version when missing) names the process
+training each run, so that two sweeps sharing a database never train one run twice; a claim whose
+process has ended (a crash, SIGKILL) is stale and taken over.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
@@ -39,6 +44,19 @@ CREATE TABLE IF NOT EXISTS runs (
     recorded_at TEXT NOT NULL       -- UTC, ISO 8601
 );
 """
+#: Runs being trained, one row per run, inserted in a transaction before its training starts and
+#: deleted with its record (or when its process gives it up); not part of the schema version.
+_CLAIMS = """
+CREATE TABLE IF NOT EXISTS claims (
+    config_hash TEXT PRIMARY KEY,   -- the run being trained
+    pid INTEGER NOT NULL,           -- the process training it
+    host TEXT NOT NULL,             -- the machine that process runs on
+    started TEXT NOT NULL,          -- that process's start time (Linux's /proc/PID/stat), '' elsewhere
+    claimed_at TEXT NOT NULL        -- UTC, ISO 8601
+)
+"""
+#: What :meth:`Records.claim` answers for a run that is already recorded.
+RECORDED = "already recorded"
 _COLUMNS = ("config", "metrics", "timings", "versions", "corpus")
 #: Columns of each table, in order (runs are written by position).
 _TABLES = {
@@ -119,6 +137,8 @@ class Records:
             self._connection = self._open_writable()
         try:
             self._check_schema()
+            if not readonly:
+                self._connection.execute(_CLAIMS)
         except Exception:
             self._connection.close()
             raise
@@ -255,7 +275,38 @@ class Records:
             cursor = self._connection.execute(
                 "INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values
             )
+            self._connection.execute("DELETE FROM claims WHERE config_hash = ?", (config_hash,))
         return cursor.rowcount == 1
+
+    def claim(self, config_hash: str) -> str | None:
+        """Claim the run with this hash for this process before training it: None when this process now
+        holds it; otherwise why not, :data:`RECORDED` or who is training it ("pid 4242 on host … since …").
+
+        Checked and claimed in one transaction, so of two processes one wins. A claim held by a process
+        that has ended on this host (a crash) is stale and taken over; one held on another host is kept.
+        """
+        me = (os.getpid(), socket.gethostname(), _started(os.getpid()))
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        with self._transaction():
+            if self.finished(config_hash):
+                return RECORDED
+            holder = self._connection.execute(
+                "SELECT pid, host, started, claimed_at FROM claims WHERE config_hash = ?", (config_hash,)
+            ).fetchone()
+            if holder is not None and tuple(holder[:3]) != me and _alive(*holder[:3]):
+                return f"being trained by pid {holder[0]} on {holder[1]} since {holder[3]}"
+            self._connection.execute(
+                "INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?)", (config_hash, *me, now)
+            )
+        return None
+
+    def release(self, config_hash: str) -> None:
+        """Give up this process's claim on the run (it stopped before recording it), if it holds one."""
+        with self._transaction():
+            self._connection.execute(
+                "DELETE FROM claims WHERE config_hash = ? AND pid = ? AND host = ?",
+                (config_hash, os.getpid(), socket.gethostname()),
+            )
 
     def rows(self, *, status: str | None = None) -> list[dict]:
         """Every recorded run (optionally only those with ``status``), JSON columns decoded."""
@@ -295,6 +346,30 @@ class Records:
                 f"seed {row['seed']}) has a {column} column that is not valid JSON ({error}); delete that "
                 "row or choose another database"
             ) from None
+
+
+def _started(pid: int) -> str:
+    """The start time of process ``pid`` (clock ticks since boot, Linux), which tells it from a later
+    process given the same pid; '' where it cannot be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rpartition(")")[2].split()[19]  # field 22; the name before ")" may hold spaces
+
+
+def _alive(pid: int, host: str, started: str) -> bool:
+    """Whether the process that made a claim still runs: always assumed on another host, where it cannot
+    be seen; on this one, whether ``pid`` exists and (where known) started when the claimant did."""
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it exists
+        pass
+    return not started or _started(pid) in ("", started)
 
 
 def _damage(row: dict) -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +38,7 @@ from posenc.lab.presets import (
 )
 from posenc.lab.progress import SweepProgress
 from posenc.lab.properties import count_fixed, count_parameters, parameters_at, relative_position
-from posenc.lab.records import Records
+from posenc.lab.records import RECORDED, Records
 from posenc.lab.tasks import TASKS, check_task, make_task, make_task_shape
 from posenc.lab.train import load_checkpoint, save_checkpoint, set_backend, train
 
@@ -329,6 +330,23 @@ def _hash(config: dict) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
 
 
+#: Answers of :func:`claim` shared between DDP ranks, by code.
+_CLAIM_CODES = {None: 0, RECORDED: 1}
+
+
+def claim(records: Records, config_hash: str, context: Context) -> str | None:
+    """Claim a run before training it (:meth:`Records.claim`): None when this process may train it, else
+    why not. Under DDP rank 0 claims and every rank follows its answer, so all train the run or none."""
+    why = records.claim(config_hash) if context.records else None
+    if not context.ddp:
+        return why
+    code = torch.tensor([_CLAIM_CODES.get(why, 2) if context.is_main else 0], device=context.device)
+    code = int(context.all_reduce_sum(code).item())
+    if context.is_main:
+        return why
+    return {0: None, 1: RECORDED}.get(code, "being trained by another process")
+
+
 def run_sweep(
     plan_: Plan,
     *,
@@ -339,6 +357,7 @@ def run_sweep(
     log: TextIO | None = None,
 ) -> dict:
     """Run the plan's unfinished runs (this rank's share); returns counts of done, skipped and run.
+    Each run is claimed in the records first: one another live process is training is skipped.
     ``log``: where a line per finished run goes without progress bars (None: sys.stdout when called)."""
     records = Records(db)  # refuses an unwritable or incompatible database before any training
     try:
@@ -349,7 +368,12 @@ def run_sweep(
         hashes = [config.config_hash for config in plan_.runs]
         mine = context.runs(plan_.runs)
         pending = [config for config in mine if not records.finished(config.config_hash)]
-        counts = {"planned": len(plan_.runs), "already_recorded": len(mine) - len(pending), "run": 0}
+        counts = {
+            "planned": len(plan_.runs),
+            "already_recorded": len(mine) - len(pending),
+            "run": 0,
+            "claimed_elsewhere": 0,
+        }
         with SweepProgress(
             total=len(hashes),
             done=lambda: records.count(hashes),
@@ -358,21 +382,32 @@ def run_sweep(
             log=log,
         ) as bar:
             for config in pending:
-                if records.finished(config.config_hash):  # recorded meanwhile by another process
+                why = claim(records, config.config_hash, context)
+                if why == RECORDED:  # recorded meanwhile by another process
+                    counts["already_recorded"] += 1
                     continue
-                initial = None
-                if config.init_from is not None:
-                    initial = base_weights(plan_.bases[config.init_from], context, workdir, bar)
-                execute(
-                    config,
-                    plan_.preset.name,
-                    records,
-                    context,
-                    workdir,
-                    bar,
-                    initial=initial,
-                    keep_weights=config.config_hash in plan_.bases,
-                )
+                if why is not None:
+                    counts["claimed_elsewhere"] += 1
+                    if context.records:  # to stderr of the moment, which a live progress display redirects
+                        print(f"{config.label}: skipped, {why}", file=sys.stderr, flush=True)
+                    continue
+                try:
+                    initial = None
+                    if config.init_from is not None:
+                        initial = base_weights(plan_.bases[config.init_from], context, workdir, bar)
+                    execute(
+                        config,
+                        plan_.preset.name,
+                        records,
+                        context,
+                        workdir,
+                        bar,
+                        initial=initial,
+                        keep_weights=config.config_hash in plan_.bases,
+                    )
+                finally:  # stopped before its record (an interrupt, an error): let another process take it
+                    if context.records:
+                        records.release(config.config_hash)
                 counts["run"] += 1
         return counts
     finally:
