@@ -42,6 +42,25 @@ def test_presets_are_listed(capsys):
     assert all(name in out for name in ("smoke:", "cpu:", "gpu:"))
 
 
+def test_presets_list_per_task_the_encodings_that_task_runs(capsys):
+    # a header listed every registered encoding under each preset, though the cpu preset's tasks run five
+    from posenc.lab.presets import KAZEMNEJAD_ENCODINGS
+
+    assert lab("presets") == 0
+    lines = capsys.readouterr().out.splitlines()
+
+    def line(preset: str, task: str) -> str:
+        start = lines.index(next(text for text in lines if text.startswith(f"{preset}: ")))
+        return next(text for text in lines[start + 1 :] if text.startswith(f"  {task}"))
+
+    assert line("cpu", "lm").endswith(f"; encodings {', '.join(KAZEMNEJAD_ENCODINGS)}")
+    assert line("cpu", "parity").startswith("  parity (run when named with --task): ")
+    smoke_lm, smoke_grid = line("smoke", "lm"), line("smoke", "grid")
+    assert "rope," in smoke_lm and "alibi" in smoke_lm and "swin_v2" not in smoke_lm
+    assert "swin_v2" in smoke_grid and "rope_axial" in smoke_grid and "cope" not in smoke_grid
+    assert not any(text.startswith("  seeds") and "encodings" in text for text in lines)
+
+
 def test_report_without_records_says_so(tmp_path, capsys):
     # an empty database is not a failing claim (exit 1 is verify's): a refusal, exit 2, and no report folder
     db = tmp_path / "empty.sqlite"

@@ -295,13 +295,17 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _presets(args: argparse.Namespace) -> int:
-    from posenc.lab.presets import PRESETS, lab_encodings
+    """Each preset, and per task its setup and the encodings that task runs by default (those the preset
+    names, else every registered one that applies to it); a task run only when named says so."""
+    import posenc
+    from posenc.lab.presets import PRESETS, not_applicable
 
+    runs = {}  # task -> the encodings a preset without its own list runs on it
     for preset in PRESETS.values():
         print(f"{preset.name}: {preset.description}")
         study = preset.extension
         if study is None:
-            print(f"  seeds {list(preset.seeds)}; encodings {', '.join(lab_encodings())}")
+            print(f"  seeds {list(preset.seeds)}")
         else:
             print(
                 f"  seeds {list(preset.seeds)}; {study.base} extended by {', '.join(study.scalings)} to "
@@ -309,11 +313,17 @@ def _presets(args: argparse.Namespace) -> int:
             )
         for task, setup in preset.tasks.items():
             model, train = setup.model, setup.train
+            encodings = setup.encodings
+            if encodings is None:
+                if task not in runs:
+                    runs[task] = [e for e in posenc.available() if e not in not_applicable(task)]
+                encodings = runs[task]
+            named = "" if task in preset.sweep_tasks else " (run when named with --task)"
             print(
-                f"  {task}: L={setup.train_length}, eval at {list(setup.eval_lengths(setup.train_length))}, "
+                f"  {task}{named}: L={setup.train_length}, eval at {list(setup.eval_lengths(setup.train_length))}, "
                 f"d_model={model.d_model}, layers={model.n_layers}, heads={model.n_heads}, "
                 f"steps={train.steps}, batch={train.batch_size}, lr={train.lr}, warm-up={train.warmup}"
-                + (f"; encodings {', '.join(setup.encodings)}" if setup.encodings else "")
+                + ("" if study is not None else f"; encodings {', '.join(encodings)}")
             )
     return 0
 
