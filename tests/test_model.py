@@ -275,3 +275,20 @@ def test_randomized_positions_in_training_and_in_evaluation_and_positions_given_
 def test_randomized_positions_an_encoding_cannot_take_are_refused(encoding, kwargs, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         TransformerLM(32, d_model=16, n_layers=1, n_heads=2, encoding=encoding, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["rope", "alibi"])
+def test_a_compiled_model_takes_positions_and_documents_after_a_dynamic_recompile(name):
+    # a second length recompiles with symbolic sizes, and the shapes of positions [s] were compared as
+    # tuples: valid positions were refused ("must have shape [7] … got (7,)")
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = TransformerLM(50, d_model=32, n_layers=2, n_heads=4, encoding=name, max_len=64)
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    compiled(torch.randint(0, 50, (2, 12)))
+    for length, positions in ((7, torch.arange(7) + 3), (9, torch.arange(9).expand(2, 9) + 1)):
+        tokens = torch.randint(0, 50, (2, length))
+        documents = (torch.arange(length) >= 4).long()
+        expected = model(tokens, positions=positions, documents=documents)
+        got = compiled(tokens, positions=positions, documents=documents)
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from numbers import Integral, Real
 
 import torch
@@ -145,6 +145,14 @@ def as_positions(
     if positions.numel() == 0:
         raise ValueError(f"{name} must not be empty, got shape {tuple(positions.shape)}")
     return positions.to(dtype=torch.int64, device=device)
+
+
+def same_shape(shape: Sequence, expected: Sequence) -> bool:
+    """Whether ``shape`` is ``expected``, dimension by dimension: under torch.compile's dynamic shapes a
+    ``torch.Size`` of symbolic sizes is not equal to a tuple of them, though every size is."""
+    return len(shape) == len(expected) and all(
+        size == other for size, other in zip(shape, expected, strict=True)
+    )
 
 
 def row_shapes(row: tuple[int, ...], batch: int) -> str:

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc._validation import check_bool, check_positive_int, row_shapes
+from posenc._validation import check_bool, check_positive_int, row_shapes, same_shape
 from posenc.backends import ATTENTION, check_backend
 from posenc.encodings import PositionalEncoding, build
 from posenc.encodings.base import query_key_positions, resolve_positions
@@ -405,9 +405,9 @@ def document_ids(
             f"documents must be an integer tensor of ids, got {getattr(documents, 'dtype', type(documents).__name__)}"
         )
     batch, seq_len = x.shape[0], x.shape[1]
-    if documents.shape == (1, seq_len):  # one row for the whole batch
+    if same_shape(documents.shape, (1, seq_len)):  # one row for the whole batch
         documents = documents[0]
-    if documents.shape not in ((seq_len,), (batch, seq_len)):
+    if not (same_shape(documents.shape, (seq_len,)) or same_shape(documents.shape, (batch, seq_len))):
         raise ValueError(
             f"documents must have shape {row_shapes((seq_len,), batch)} to match an input of shape "
             f"{tuple(x.shape)}, got {tuple(documents.shape)}"

@@ -33,7 +33,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from posenc._validation import as_coordinates, as_positions, check_float_tensor, row_shapes
+from posenc._validation import as_coordinates, as_positions, check_float_tensor, row_shapes, same_shape
 
 KINDS = ("additive", "rotary", "bias", "none")
 #: The sizes of a model an encoding may take from it, as constructor argument names.
@@ -79,9 +79,9 @@ def resolve_positions(
     else:
         positions = as_coordinates(positions, columns, device=x.device, name=name)
         row = (seq_len, columns)
-    if positions.shape == (1, *row):  # one row for the whole batch (transformers' [1, s] position ids)
+    if same_shape(positions.shape, (1, *row)):  # one row for the whole batch (transformers' [1, s] ids)
         positions = positions[0]
-    if positions.shape in (row, (batch, *row)):
+    if same_shape(positions.shape, row) or same_shape(positions.shape, (batch, *row)):
         return positions
     raise ValueError(
         f"{name} must have shape {row_shapes(row, batch)} to match an input of shape {tuple(x.shape)}, "
