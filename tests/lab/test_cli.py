@@ -108,3 +108,36 @@ def test_a_sweep_writes_its_run_lines_to_the_stdout_of_the_moment(tmp_path):
             "--db", str(tmp_path / "r.sqlite"), "--no-progress",
         )  # fmt: skip
     assert code == 0 and "[1/1] copy nope seed 0:" in out.getvalue()
+
+
+def test_the_smoke_preset_trains_on_one_thread_unless_told(tmp_path, monkeypatch):
+    # on two cores shared with other work, two threads took its 108 tiny runs from 26 s to 350 s
+    import os
+
+    import torch
+
+    seen = []
+
+    def swept(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return {"planned": 1, "already_recorded": 0, "run": 0, "claimed_elsewhere": 0}
+
+    monkeypatch.setattr(posenc.lab.sweep, "run_sweep", swept)
+    before = torch.get_num_threads()
+    run = (
+        "run",
+        "--task",
+        "copy",
+        "--encodings",
+        "rope",
+        "--db",
+        str(tmp_path / "r.sqlite"),
+        "--no-progress",
+    )
+    try:
+        assert lab(*run, "--preset", "smoke") == 0
+        assert lab(*run, "--preset", "smoke", "--threads", "2") == 0
+        assert lab(*run, "--preset", "cpu") == 0
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [1, 2, os.cpu_count()]

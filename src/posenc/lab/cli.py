@@ -171,7 +171,10 @@ def _configure_run(commands) -> None:
     run.add_argument("--parallel", choices=MODES, default="spread", help="under torchrun: spread runs or ddp")
     run.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
     run.add_argument(
-        "--threads", type=_at_least_one, default=None, help="torch threads per process (default cores/ranks)"
+        "--threads",
+        type=_at_least_one,
+        default=None,
+        help="torch threads per process (default the preset's: 1 for smoke, cores/ranks otherwise)",
     )
     run.add_argument(
         "--progress",
@@ -205,11 +208,14 @@ def _embedding_scale(text: str) -> float | str:
         raise argparse.ArgumentTypeError(f"must be a positive number or 'sqrt', got {text!r}") from None
 
 
-def _threads(requested: int | None) -> int:
+def _threads(requested: int | None, preset: int | None = None) -> int:
+    """Torch threads per process: ``requested`` (--threads), else the preset's, else cores / processes."""
     if requested is not None:
         if requested < 1:
             raise ValueError(f"threads must be positive, got {requested}")
         return requested
+    if preset is not None:
+        return preset
     local = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
     return max(1, (os.cpu_count() or 1) // max(1, local))
 
@@ -222,7 +228,6 @@ def _run(args: argparse.Namespace) -> int:
     from posenc.lab.records import Records
     from posenc.lab.sweep import plan, run_sweep
 
-    torch.set_num_threads(_threads(args.threads))
     sweep = plan(
         args.preset,
         tasks=args.tasks,
@@ -240,6 +245,7 @@ def _run(args: argparse.Namespace) -> int:
             embedding_scale=args.embedding_scale,
         ),
     )
+    torch.set_num_threads(_threads(args.threads, sweep.preset.threads))
     if args.workdir is not None:  # before the database is made: a refused run leaves no database behind
         writable_folder(args.workdir, "--workdir")
     Records(args.db).close()  # an unwritable or incompatible database stops here, before training
