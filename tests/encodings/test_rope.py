@@ -216,7 +216,10 @@ def test_bad_arguments_are_named(kwargs, message):
         (torch.arange(9), r"positions must have shape \[10\], \[1, 10\] or \[2, 10\]"),
         (torch.zeros(3, 10, dtype=torch.long), r"positions must have shape \[10\], \[1, 10\] or \[2, 10\]"),
         (torch.arange(10.0), "positions must be integers, got dtype torch.float32"),
-        (torch.arange(-1, 9), "positions must lie in 0 … 2\\^27 − 1, got -1"),
+        (
+            torch.arange(-(2**27), -(2**27) + 10),
+            r"positions must satisfy \|position\| < 2\^27, got -134217728",
+        ),
     ],
 )
 def test_bad_positions_are_named(positions, message):
@@ -276,8 +279,37 @@ def test_positions_beyond_the_exact_range_are_stopped_under_compile():
     rotate = torch.compile(lambda q, k, p: rope.rotate(q, k, p, p), fullgraph=True)
     x = torch.ones(1, 1, 2, 16)
     assert torch.isfinite(rotate(x, x, torch.tensor([0, 2**27 - 1]))[0]).all()
-    with pytest.raises(RuntimeError, match=re.escape("positions must lie in 0 … 2^27 − 1")):
+    with pytest.raises(RuntimeError, match=re.escape("positions must satisfy |position| < 2^27")):
         rotate(x, x, torch.tensor([-3, 2**27]))
+
+
+@pytest.mark.parametrize("scaling", [None, "yarn"])
+def test_negative_positions_turn_by_the_exact_negative_angle(scaling):
+    # they were refused, though sinusoidal, ALiBi and T5 take them and grid_positions(prefix_position=-1)
+    # gives one; cos is even and sin odd, so the cache of 0, 1, … serves them exactly
+    args = {"factor": 4.0, "original_max_position_embeddings": 64} if scaling else {}
+    rope = RotaryEncoding(16, scaling=scaling, scaling_args=args)
+    positions = torch.tensor([-(2**27) + 1, -70000, -5, -1, 0, 3, 2**20])
+    cos, sin = rope.cos_sin(positions)
+    expected_cos, expected_sin = rope_cos_sin(positions, rope.inv_freq, dtype=torch.float64)
+    expected_cos, expected_sin = expected_cos * rope.attention_factor, expected_sin * rope.attention_factor
+    torch.testing.assert_close(cos, expected_cos, rtol=0, atol=1e-15)
+    torch.testing.assert_close(sin, expected_sin, rtol=0, atol=1e-15)
+    reference = [[math.sin(p * float(f)) for f in rope.inv_freq.tolist()] for p in (-5, -1)]
+    torch.testing.assert_close(sin[2:4] / rope.attention_factor, torch.tensor(reference, dtype=torch.float64))
+    with pytest.raises(ValueError, match=re.escape("|position| < 2^27, got -134217728")):
+        rope.cos_sin(torch.tensor([-(2**27)]))
+
+
+def test_rope_takes_a_prefix_token_at_position_minus_one():
+    rope = RotaryEncoding(8)
+    q = k = torch.randn(1, 2, 4, 8)
+    positions = torch.tensor([-1, 0, 1, 2])
+    rotated_q, rotated_k = rope.rotate(q, k, positions, positions)
+    shifted_q, shifted_k = rope.rotate(q, k, positions + 1, positions + 1)
+    torch.testing.assert_close(
+        rotated_q @ rotated_k.transpose(-1, -2), shifted_q @ shifted_k.transpose(-1, -2)
+    )
 
 
 # --- the softmax scale a scaling calls for (DeepSeek's YaRN), on every attention backend ----------------

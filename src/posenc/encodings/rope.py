@@ -37,6 +37,8 @@ from posenc.functional.rope import (
 
 #: Positions below this are served from a float64 cos/sin cache grown on demand; others computed.
 CACHE_POSITIONS = 1 << 16
+#: The positions whose angles are exact (negative ones too: cos is even and sin odd).
+POSITION_RANGE = "positions must satisfy |position| < 2^27"
 
 #: How dynamic NTK picks the length its frequencies follow (``dynamic_length``).
 DYNAMIC_LENGTHS = ("call", "longest")
@@ -407,9 +409,7 @@ class RotaryEncoding(PositionalEncoding):
                     "it runs eagerly but not inside torch.compile (use a static scaling there)"
                 )
             # Tensor ops only: no cache growth (a host sync) inside a compiled graph.
-            check_on_device(
-                (positions >= 0) & (positions < MAX_POSITION), "positions must lie in 0 … 2^27 − 1"
-            )
+            check_on_device(positions.abs() < MAX_POSITION, POSITION_RANGE)
             angle = reduced_angles_unchecked(positions, self.inv_freq_pieces, per_frequency=per_frequency)
             if self._switches_factors:  # both sets, one picked on the device (no host read)
                 long = reduced_angles_unchecked(
@@ -422,10 +422,12 @@ class RotaryEncoding(PositionalEncoding):
             empty = torch.zeros(shape, dtype=torch.float64, device=positions.device)
             return empty, empty.clone()
         smallest, largest = int(positions.min()), int(positions.max())
-        if smallest < 0 or largest >= MAX_POSITION:
-            raise ValueError(
-                f"positions must lie in 0 … 2^27 − 1, got {smallest if smallest < 0 else largest}"
-            )
+        if smallest <= -MAX_POSITION or largest >= MAX_POSITION:
+            raise ValueError(f"{POSITION_RANGE}, got {smallest if smallest <= -MAX_POSITION else largest}")
+        if smallest < 0:  # the cache holds 0, 1, …: cos is even and sin odd, both exact
+            cos, sin = self._table(positions.abs(), per_frequency=per_frequency, seq_len=seq_len)
+            negative = positions < 0 if per_frequency else (positions < 0).unsqueeze(-1)  # [..., 1 or r/2]
+            return cos, torch.where(negative, -sin, sin)
         if self.scaling == "dynamic" and seq_len > self._dynamic_length():
             inv_freq, _ = rope_inv_freq(
                 self.rotary_dim,
