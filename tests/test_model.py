@@ -292,3 +292,18 @@ def test_a_compiled_model_takes_positions_and_documents_after_a_dynamic_recompil
         expected = model(tokens, positions=positions, documents=documents)
         got = compiled(tokens, positions=positions, documents=documents)
         torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("max_len", [0, -3])
+def test_a_max_len_that_is_not_positive_is_refused_by_its_name(max_len):
+    # FIRE used to be the one to complain, naming its threshold
+    with pytest.raises(ValueError, match=f"max_len must be positive, got {max_len}"):
+        TransformerLM(16, d_model=16, n_layers=1, n_heads=2, encoding="fire", max_len=max_len)
+
+
+@pytest.mark.parametrize("name", ["rope", "alibi", "sinusoidal"])
+def test_positions_on_the_meta_device_are_refused_by_name(name):
+    # torch's internal "Cannot copy out of meta tensor" used to come out of the model
+    model = TransformerLM(16, d_model=16, n_layers=1, n_heads=2, encoding=name, max_len=16)
+    with pytest.raises(ValueError, match="positions are on the meta device"):
+        model(torch.zeros(1, 4, dtype=torch.long), positions=torch.arange(4, device="meta"))

@@ -137,6 +137,7 @@ def as_positions(
                 f"{name} must be an int length, an integer tensor or a sequence of ints, "
                 f"got {positions_or_length!r}"
             ) from error
+    _check_not_meta(positions, device, name)
     if not is_integer_dtype(positions.dtype):
         raise ValueError(
             f"{name} must be integers, got dtype {positions.dtype}"
@@ -145,6 +146,16 @@ def as_positions(
     if positions.numel() == 0:
         raise ValueError(f"{name} must not be empty, got shape {tuple(positions.shape)}")
     return positions.to(dtype=torch.int64, device=device)
+
+
+def _check_not_meta(positions: torch.Tensor, device: torch.device | str | None, name: str) -> None:
+    """A ValueError for positions on the meta device (shapes only, no values) going to a real device:
+    torch's own error ("Cannot copy out of meta tensor") names neither the argument nor the cause."""
+    if positions.device.type == "meta" and device is not None and torch.device(device).type != "meta":
+        raise ValueError(
+            f"{name} are on the meta device (a shape without values) and cannot be used on {device}: "
+            "make them on the device of the input"
+        )
 
 
 def same_shape(shape: Sequence, expected: Sequence) -> bool:
@@ -184,6 +195,7 @@ def as_coordinates(
             raise TypeError(
                 f"{name} must be a tensor of coordinates [..., s, {axes}], got {positions!r}"
             ) from error
+    _check_not_meta(positions, device, name)
     if positions.dtype == torch.bool or positions.dtype.is_complex:
         raise TypeError(f"{name} must hold integer or real coordinates, got dtype {positions.dtype}")
     if positions.dim() < 2 or positions.shape[-1] != axes:

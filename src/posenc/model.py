@@ -118,6 +118,7 @@ class TransformerLM(nn.Module):
         self.vocab_size = check_positive_int("vocab_size", vocab_size)
         self.embedding_scale = check_positive_float("embedding_scale", embedding_scale)
         self.d_model = check_positive_int("d_model", d_model)
+        check_positive_int("max_len", max_len)
         check_positive_int("n_layers", n_layers)
         if d_model % check_positive_int("n_heads", n_heads):
             raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
