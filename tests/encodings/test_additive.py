@@ -7,7 +7,7 @@ import torch
 
 import posenc
 from posenc.encodings import LearnedEncoding, SinusoidalEncoding
-from posenc.functional import sinusoidal_table
+from posenc.functional import grid_positions, sinusoidal_table
 
 
 def test_add_mode_adds_the_table_to_every_sequence():
@@ -181,3 +181,27 @@ def test_learned_codes_of_no_positions_are_an_empty_table():
     # an empty position tensor used to fail inside torch.min
     learned = posenc.build("learned", max_len=8, d_model=4)
     assert learned.codes(torch.zeros(0, dtype=torch.long)).shape == (0, 4)
+
+
+def test_prefix_tokens_get_no_code_and_the_grid_keeps_its_own():
+    encoding = posenc.build("sinusoidal_2d", d_model=16, prefix_tokens=2)
+    positions = grid_positions((3, 3), prefix_tokens=2)
+    x = torch.randn(2, 11, 16)
+    out = encoding.embed(x, positions)
+    torch.testing.assert_close(out[:, :2], x[:, :2], rtol=0, atol=0)
+    plain = posenc.build("sinusoidal_2d", d_model=16)
+    torch.testing.assert_close(out[:, 2:], plain.embed(x[:, 2:], positions[2:]))
+
+
+@pytest.mark.parametrize(
+    ("prefix_tokens", "error"), [(-1, "prefix_tokens must be ≥ 0, got -1"), (1.5, "prefix_tokens")]
+)
+def test_bad_prefix_tokens_are_named(prefix_tokens, error):
+    with pytest.raises((ValueError, TypeError), match=error):
+        posenc.build("sinusoidal_2d", d_model=16, prefix_tokens=prefix_tokens)
+
+
+def test_a_call_shorter_than_its_prefix_is_refused():
+    encoding = posenc.build("sinusoidal", d_model=16, prefix_tokens=3)
+    with pytest.raises(ValueError, match="a call of 2 tokens holds fewer than the prefix_tokens=3"):
+        encoding.embed(torch.randn(1, 2, 16))

@@ -82,6 +82,17 @@ def test_the_mae_table_with_fractional_positions_and_a_cls_token():
     torch.testing.assert_close(theirs.double(), ours, rtol=0, atol=1e-6)
 
 
+def test_sinusoidal_2d_with_a_cls_token_embeds_diffusers_table_with_cls_token():
+    # grid_positions(prefix_tokens=1) gave the CLS token the code of patch (0, 0), 1.0 from the zero one
+    theirs = get_2d_sincos_pos_embed(
+        32, (4, 4), cls_token=True, extra_tokens=1, base_size=4, output_type="pt"
+    )
+    encoding = posenc.build("sinusoidal_2d", d_model=32, prefix_tokens=1).double()
+    zeros = torch.zeros(1, 17, 32, dtype=torch.float64)
+    ours = encoding.embed(zeros, grid_positions((4, 4), prefix_tokens=1))[0]
+    torch.testing.assert_close(ours, theirs.double(), rtol=0, atol=1e-6)
+
+
 def test_axial_rope_rotates_as_rotary_embedding_torch_axial_frequencies():
     rotary_embedding_torch = pytest.importorskip(
         "rotary_embedding_torch", reason="peer oracle: the 'peers' extra"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from posenc._validation import check_choice, check_float_tensor, check_positive_int
+from posenc._validation import check_choice, check_float_tensor, check_int, check_positive_int
 from posenc.encodings.base import PositionalEncoding, resolve_positions
 
 MODES = ("add", "concat")
@@ -15,15 +15,22 @@ class AdditiveEncoding(PositionalEncoding):
 
     ``mode="add"``: Embed(x) + PE(pos), the standard form; the input width must equal ``d_model``.
     ``mode="concat"``: [Embed(x); PE(pos)], widening the output by the code's own width ``d_model``.
+    ``prefix_tokens``: the first this many tokens of each call get no code (a zero one): a ViT's CLS
+    and register tokens, as MAE's table and diffusers' ``cls_token=True`` give them; their positions are
+    read but not used. An encoder sees the whole sequence in one call; a decoder's cached calls would
+    each start with tokens of the grid, so keep 0 there.
     """
 
     kind = "additive"
     follows_moving_positions = False  # the codes are in the embeddings, so in every cached key
 
-    def __init__(self, d_model: int, *, mode: str = "add") -> None:
+    def __init__(self, d_model: int, *, mode: str = "add", prefix_tokens: int = 0) -> None:
         super().__init__()
         self.d_model = check_positive_int("d_model", d_model)
         self.mode = check_choice("mode", mode, MODES)
+        self.prefix_tokens = check_int("prefix_tokens", prefix_tokens)
+        if self.prefix_tokens < 0:
+            raise ValueError(f"prefix_tokens must be ≥ 0, got {prefix_tokens}")
 
     def codes(self, positions: torch.Tensor) -> torch.Tensor:
         """Position codes ``[..., d_model]`` for integer positions ``[...]``."""
@@ -40,6 +47,14 @@ class AdditiveEncoding(PositionalEncoding):
             positions, x, seq_dim=1, columns=self.position_columns
         )  # [s] or [b, s] (, n)
         codes = self.codes(positions).to(x.dtype)  # [s, d_model] or [b, s, d_model]
+        if self.prefix_tokens:
+            if x.shape[1] < self.prefix_tokens:
+                raise ValueError(
+                    f"a call of {x.shape[1]} tokens holds fewer than the prefix_tokens={self.prefix_tokens} "
+                    "that get no code"
+                )
+            coded = torch.arange(x.shape[1], device=x.device) >= self.prefix_tokens  # [s]
+            codes = codes * coded[:, None].to(codes.dtype)  # the prefix rows zero
         if self.mode == "add":
             if x.shape[-1] != self.d_model:
                 raise ValueError(
@@ -50,4 +65,5 @@ class AdditiveEncoding(PositionalEncoding):
         return torch.cat((x, codes), dim=-1)  # [b, s, d + d_model]
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, mode={self.mode!r}"
+        prefix = f", prefix_tokens={self.prefix_tokens}" if self.prefix_tokens else ""
+        return f"d_model={self.d_model}, mode={self.mode!r}{prefix}"

@@ -37,6 +37,8 @@ class SinusoidalEncoding(AdditiveEncoding):
             float64).
         layout: on several axes, ``"mae"`` (MAE's and diffusers' 2-D sin-cos, the default) or
             ``"axes"`` (the seed's code per axis); see :func:`posenc.functional.sinusoidal_table`.
+        prefix_tokens: the first this many tokens of a call get a zero code (MAE's CLS token; diffusers'
+            ``cls_token=True``), e.g. with ``grid_positions(sizes, prefix_tokens=1)``.
     """
 
     parameter_formula = "0"
@@ -64,8 +66,9 @@ class SinusoidalEncoding(AdditiveEncoding):
         mode: str = "add",
         axes: int = 1,
         layout: str | None = None,
+        prefix_tokens: int = 0,
     ) -> None:
-        super().__init__(check_even_positive_int("d_model", d_model), mode=mode)
+        super().__init__(check_even_positive_int("d_model", d_model), mode=mode, prefix_tokens=prefix_tokens)
         self.base = check_positive_float("base", base)
         self.axes = check_positive_int("axes", axes)
         if self.axes == 1 and layout is not None:

@@ -39,6 +39,7 @@ def grid_positions(
     (p // w, p % w), the order in which ViTs flatten their patches. Prefix tokens (CLS, registers)
     come first, each at ``prefix_position`` on every axis (or per axis): 0, the origin, gives them the
     identity rotation under RoPE, as RoPE-ViT and EVA leave them unrotated and Flux places its text.
+    MAE's 2-D sin-cos gives a CLS token no code at all: build the encoding with ``prefix_tokens`` too.
 
     Args:
         sizes: the grid, (h, w) or (t, h, w), any number of axes.
