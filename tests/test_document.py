@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from posenc.document import Bullets, Heading, Image, Paragraph, to_html, to_markdown
+from posenc.document import Bullets, Details, Heading, Image, Paragraph, to_html, to_markdown
 from posenc.table import Column, Table
 
 
@@ -48,3 +48,33 @@ def test_tables_go_through_the_table_writer_with_the_cell_class():
     html = to_html([table], cell_class=lambda text: text.split(" ")[0] if " " in text else None)
     assert '<td class="fails">fails 4.01</td>' in html and '<td class="holds">holds 0</td>' in html
     assert "<td>alibi</td>" in html
+
+
+def test_html_links_a_figure_to_its_file_and_gives_its_size():
+    html = to_html([Image("figures/a.png", "A", "c", width=990, height=550)])
+    assert html.startswith(
+        '<figure><a href="figures/a.png"><img src="figures/a.png" alt="A" width="990" height="550"></a>'
+    )
+
+
+def test_html_puts_every_table_in_a_box_of_its_own_that_scrolls():
+    html = to_html([Table(["a"], [["1"]]), Details("More", (Table(["b"], [["2"]]),))])
+    assert html.count('<div class="table-scroll" role="region" tabindex="0"><table>') == 2
+
+
+def test_details_are_collapsed_in_html_and_a_paragraph_then_their_blocks_in_markdown():
+    details = Details("Run settings: `lm`", (Bullets(("`lm`: L=16",)),))
+    assert to_html([details]) == (
+        "<details><summary>Run settings: <code>lm</code></summary><ul><li><code>lm</code>: L=16</li></ul></details>"
+    )
+    assert to_markdown([details, Paragraph("next")]) == "Run settings: `lm`\n\n- `lm`: L=16\n\nnext\n"
+
+
+def test_html_links_web_addresses_in_running_text_but_not_the_punctuation_after_them():
+    html = to_html(
+        [Paragraph("See https://arxiv.org/abs/2104.09864), or https://a.org/b. Then `https://c`.")]
+    )
+    assert (
+        '<a href="https://arxiv.org/abs/2104.09864">https://arxiv.org/abs/2104.09864</a>), or '
+        '<a href="https://a.org/b">https://a.org/b</a>. Then <code>https://c</code>.'
+    ) in html

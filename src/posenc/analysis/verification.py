@@ -504,7 +504,7 @@ def parameters(encoding: PositionalEncoding, length: int) -> Property:
     counted = trainable_parameters(encoding)
     sizes = {"L": encoding.max_len or 0, "d": encoding.d_model or 0, "h": encoding.n_heads or 0}
     shown = ", ".join(f"{letter}={size}" for letter, size in sizes.items() if size) or "no sizes"
-    counts = f"{counted} counted on this instance ({shown}); {_growth(encoding, sizes)}"
+    counts = f"{counted:,} counted on this instance ({shown}); {_growth(encoding, sizes)}"
     if encoding.parameter_formula is None:
         return _not_applicable("parameters", f"it declares no parameter_formula to check: {counts}")
     formula = encoding.count_parameters(*sizes.values())
@@ -514,7 +514,7 @@ def parameters(encoding: PositionalEncoding, length: int) -> Property:
         )
     reason = f"{encoding.parameter_formula}: {counts}"
     if counted != formula:
-        reason += f"; differs from the formula, which gives {formula}"
+        reason += f"; differs from the formula, which gives {formula:,}"
     return Property("parameters", float(counted), "count = formula", counted == formula, reason)
 
 
