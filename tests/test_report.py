@@ -166,6 +166,13 @@ def test_parameter_counts_are_integers_with_thousands_separators_everywhere(repo
     assert "1.638e+04" not in markdown and "16384" not in markdown
 
 
+def test_no_figure_is_wider_than_the_pages_column(report_dir):
+    # the rotating vector was 1540 px wide and the lab's panels 1562: shown at two thirds or less
+    assert {
+        p.name: png_size(p)[0] for p in (report_dir / "figures").glob("*.png") if png_size(p)[0] > 1330
+    } == {}
+
+
 def test_png_size_refuses_a_file_that_is_not_a_png(tmp_path):
     other = tmp_path / "figure.png"
     other.write_bytes(b"GIF89a" + bytes(30))

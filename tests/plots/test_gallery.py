@@ -11,7 +11,7 @@ from posenc.analysis import closed_form_dot, dot_by_distance, gram_matrix, logit
 from posenc.encodings import ENCODINGS, PositionalEncoding, available, resolve_positions
 from posenc.functional import sinusoidal_table
 from posenc.plots import gallery
-from tests.plots.artists import by_gid, labelled, titles
+from tests.plots.artists import REPORT_COLUMN_PX, by_gid, covered, cut_texts, labelled, titles
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +90,33 @@ def test_the_comparison_shows_every_registered_encoding_at_its_measured_change(b
     for name in available():
         values = np.array(list(logit_shift_change(specimen(name)).values()))
         np.testing.assert_array_equal(artists[f"change-{name}"].get_xdata(), np.maximum(values, 1e-20))
+
+
+def test_the_angle_error_figure_uses_ropes_frequencies_not_the_first_rotary_by_name(built):
+    # the first rotary encoding by name was M-RoPE: the figure was titled "M-RoPE frequencies"
+    assert gallery.reference_rotary() == "rope"
+    spec, figure = built["comparison-angle-error"]
+    assert spec.title == "cos/sin error against position at RoPE's frequencies (r=64, base=10000)"
+    assert spec.title in titles(figure)
+
+
+def test_every_figure_fits_the_reports_column_at_its_drawn_size(built):
+    # drawn at 1540 px, the rotating vector was shown at a third of its size: labels of 5 px
+    from posenc.report import DPI
+
+    wide = {stem: round(figure.get_figwidth() * DPI) for stem, (_, figure) in built.items()}
+    assert {stem: px for stem, px in wide.items() if px > REPORT_COLUMN_PX} == {}
+
+
+def test_no_figure_text_is_cut_at_the_figure_edge(built):
+    # the 2-D sin-cos similarity map's title ran past both edges of its narrow figure
+    assert {stem: cut for stem, (_, figure) in built.items() if (cut := cut_texts(figure))} == {}
+
+
+def test_no_legend_or_note_covers_what_the_figure_draws(built):
+    # M-RoPE's legend hid the first segment's name and span; the zero-frequency note of the RoPE
+    # scalings ran across their lines
+    assert {stem: hidden for stem, (_, figure) in built.items() if (hidden := covered(figure))} == {}
 
 
 class RotateOnly(PositionalEncoding):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from matplotlib.colors import to_hex
 
 from posenc.plots.lab import accuracy_against_length, bits_per_position
-from tests.plots.artists import by_gid, labelled
+from tests.plots.artists import REPORT_COLUMN_PX, by_gid, cut_texts, labelled
 
 LINE = ([3, 6], [0.5, 0.2], [0.4, 0.1], [0.6, 0.3])
 #: The smoke preset's lm encodings: more than matplotlib's 10 default colours.
@@ -73,3 +73,13 @@ def test_every_encoding_of_the_bits_per_position_figure_has_a_colour_of_its_own(
         )
     }
     assert legend == {name: _look(line) for name, line in zip(LM_ENCODINGS, lines, strict=True)}
+
+
+def test_three_tasks_are_drawn_two_panels_a_row_to_fit_the_report():
+    # three panels in a row made a figure of 1562 px, shown at two thirds of its size or less
+    from posenc.report import DPI
+
+    figure = accuracy_against_length({task: (3, {"rope": LINE}) for task in ("copy", "reverse", "sort")})
+    assert labelled(figure) and cut_texts(figure) == []
+    rows = {round(axes.get_position().y0, 3) for axes in figure.axes if axes.get_visible()}
+    assert len(rows) == 2 and figure.get_figwidth() * DPI <= REPORT_COLUMN_PX

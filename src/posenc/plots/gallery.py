@@ -34,7 +34,7 @@ from posenc.analysis.counting import sentence_counts
 from posenc.analysis.grid import grid_bias, mrope_example, patch_similarity
 from posenc.analysis.precision import RECIPES, angle_error
 from posenc.analysis.spectrum import EXAMPLE_FACTOR, EXAMPLE_ORIGINAL_LENGTH
-from posenc.encodings import PositionalEncoding, available
+from posenc.encodings import PositionalEncoding, available, encoding_class
 from posenc.plots.bias import bias_heads, bucket_map, bucket_table, distance_bias, offset_tables
 from posenc.plots.counting import counted_positions
 from posenc.plots.dot_product import flat_lines
@@ -363,16 +363,26 @@ def _chosen_figures(name: str, encoding: PositionalEncoding) -> dict[str, str | 
     return dict(declared)
 
 
+def reference_rotary() -> str | None:
+    """The rotary encoding whose frequencies the angle-error figure uses: one of seed 004's table
+    (RoPE) first, then one on a single axis, then by name; None without a rotary encoding that gives
+    its frequencies. The first by name alone was M-RoPE, whose three axes the figure does not show."""
+
+    def order(name: str) -> tuple:
+        row = encoding_class(name).seed_row
+        return (row is None, row.order if row else 0, specimen(name).position_axes != 1, name)
+
+    rotary = [
+        name
+        for name in available()
+        if specimen(name).kind == "rotary" and specimen(name).frequencies() is not None
+    ]
+    return min(rotary, key=order, default=None)
+
+
 def _comparison() -> list[FigureSpec]:
     shift_title = "Attention-logit change when every position shifts by Δ, per encoding"
-    rotary = next(
-        (
-            name
-            for name in available()
-            if specimen(name).kind == "rotary" and specimen(name).frequencies() is not None
-        ),
-        None,
-    )
+    rotary = reference_rotary()
     specs = [
         FigureSpec(
             "comparison-logit-shift",
@@ -386,7 +396,12 @@ def _comparison() -> list[FigureSpec]:
     ]
     if rotary is not None:
         encoding = specimen(rotary)
-        error_title = f"cos/sin error against position, {encoding.label or rotary} frequencies"
+        sizes = (
+            f" (r={encoding.rotary_dim}, base={encoding.base:g})"
+            if hasattr(encoding, "rotary_dim") and hasattr(encoding, "base")
+            else ""
+        )
+        error_title = f"cos/sin error against position at {encoding.label or rotary}'s frequencies{sizes}"
 
         def errors() -> Figure:
             frequencies = encoding.frequencies()  # [r/2] float64

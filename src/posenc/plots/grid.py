@@ -38,7 +38,8 @@ def similarity_map(
     axes.set_xlabel("patch column")
     axes.set_ylabel("patch row")
     figure.colorbar(image, ax=axes, label="similarity to the marked patch", shrink=0.9)
-    axes.set_title("Similarity of one patch to every patch" if title is None else title)
+    # over the whole figure, wrapped: a long title above the narrow heatmap alone was cut at both ends
+    figure.suptitle("Similarity of one patch to every patch" if title is None else title, wrap=True)
     return figure
 
 
@@ -112,6 +113,6 @@ def axis_positions(
             start = index
     axes.set_xlabel("token index")
     axes.set_ylabel("position on each axis")
-    axes.legend(loc="upper left")
+    figure.legend(loc="outside right upper")  # beside the axes: inside, it hid a segment's name and span
     axes.set_title("M-RoPE positions of text, an image and a video" if title is None else title)
     return figure

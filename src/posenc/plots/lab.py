@@ -106,7 +106,8 @@ def accuracy_per_answer_position(
 def _accuracy_panels(panels: Panels, *, ylabel: str, xlabel: str, title: str) -> tuple[Figure, list]:
     """The figure of :func:`accuracy_against_length` without its ticks, L markers and panel titles, and
     the axes of its panels in the order of ``panels``."""
-    columns = max(1, min(3, len(panels)))
+    # two panels a row: three made a figure of 1562 px, shown at two thirds of its size or less
+    columns = max(1, min(2, len(panels)))
     rows = -(-len(panels) // columns)
     figure = Figure(figsize=(max(9.0, 4.2 * columns + 1.6), 3.4 * rows + 0.4), layout="constrained")
     grid = figure.subplots(rows, columns, squeeze=False, sharey=True)
@@ -122,7 +123,7 @@ def _accuracy_panels(panels: Panels, *, ylabel: str, xlabel: str, title: str) ->
     for axes in grid[:, 0]:
         axes.set_ylabel(ylabel)
     for axes in list(grid.flat)[len(panels) :]:
-        axes.set_visible(False)
+        axes.remove()  # an empty cell of the last row
     if styles:  # one entry per encoding, drawn as its lines are (not taken from a panel that may lack some)
         handles = [
             Line2D([], [], marker="o", markersize=3, linewidth=1.5, **style) for style in styles.values()

@@ -24,7 +24,7 @@ def rotating_vector(
     inv_freq: torch.Tensor | np.ndarray | None = None,
     title: str | None = None,
 ) -> Figure:
-    """Pair k of one vector at every position, one panel per pair, points coloured by position.
+    """Pair k of one vector at every position, one panel per pair (two a row), points coloured by position.
 
     Args:
         trajectory: ``[n, r/2, 2]``, e.g. ``rotation_trajectory(encoding, vector, positions)``.
@@ -58,8 +58,10 @@ def rotating_vector(
     for pair in pairs:
         if not 0 <= pair < count:
             raise ValueError(f"pairs must be in 0 … {count - 1}, got {pair}")
-    figure = Figure(figsize=(3.2 * min(len(pairs), 4) + 1.2, 3.6 * -(-len(pairs) // 4)), layout="constrained")
-    cells = small_multiples(figure, len(pairs), columns=4)
+    # two panels a row: four in one row made a figure of 1540 px whose labels no page showed legibly
+    columns = min(len(pairs), 2)
+    figure = Figure(figsize=(3.2 * columns + 1.2, 3.6 * -(-len(pairs) // columns)), layout="constrained")
+    cells = small_multiples(figure, len(pairs), columns=columns)
     scatter = None
     for axes, pair in zip(cells, pairs, strict=True):
         xy = points[:, pair, :]  # [n, 2]

@@ -78,7 +78,7 @@ def inv_freq_scalings(
                 divisor = spectra[reference] / values
             (ratio,) = bottom.plot(pairs, divisor, linewidth=1.5, label=name, **styles[name])
             ratio.set_gid(f"divisor-{name}")
-    _note_zero_frequencies(top, spectra, divisor=bottom is not None)
+    _note_zero_frequencies(figure, spectra, divisor=bottom is not None)
     top.set_yscale("log")
     top.set_ylabel("θ_k (radians per position)")
     top.grid(True, which="both", alpha=0.3)
@@ -94,10 +94,10 @@ def inv_freq_scalings(
     return figure
 
 
-def _note_zero_frequencies(axes, spectra: Mapping[str, np.ndarray], *, divisor: bool) -> None:
+def _note_zero_frequencies(figure: Figure, spectra: Mapping[str, np.ndarray], *, divisor: bool) -> None:
     """Say in the figure which scalings set θ_k = 0 and at which pairs: a log axis silently leaves those
     points out (and their divisor is infinite), so a line that stops short would otherwise look like
-    missing data."""
+    missing data. The note goes below the panels: inside one, it ran across the lines."""
     lines = []
     for name, values in spectra.items():
         zeros = np.flatnonzero(values == 0)
@@ -108,7 +108,5 @@ def _note_zero_frequencies(axes, spectra: Mapping[str, np.ndarray], *, divisor: 
                 "on the log axes" + (", where their divisor is infinite" if divisor else "")
             )
     if lines:
-        note = axes.text(
-            0.01, 0.02, "\n".join(lines), transform=axes.transAxes, fontsize="small", va="bottom"
-        )
+        note = figure.supxlabel("\n".join(lines), fontsize="small")
         note.set_gid("zero-frequencies")
