@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import statistics
+import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -47,7 +48,8 @@ from posenc.lab.extension_report import (
 from posenc.lab.intervals import binned_curve, format_interval, interval
 from posenc.lab.presets import OVERRIDE_PLACES, PRESETS, Overrides, run_config
 from posenc.lab.records import Records
-from posenc.lab.tasks import TASKS, make_task_shape
+from posenc.lab.run_settings import settings as run_settings
+from posenc.lab.tasks import make_task_shape
 from posenc.table import Table
 
 #: Grades of r = bpb(4L) / bpb(L): (grade, largest r of the grade); above the last is "Poor".
@@ -596,37 +598,6 @@ def _missing_runs(rows: list[dict], tasks: list[str]) -> dict[str, list[str]]:
     return {task: absent for task, absent in missing.items() if absent}
 
 
-def _settings(rows: list[dict]) -> Bullets:
-    done = [row for row in rows if row["status"] == "done"]
-    lines = []
-    for task in TASKS:
-        run = next((row for row in done if row["task"] == task), None)
-        if run is None:
-            continue
-        config, model, train = run["config"], run["config"]["model"], run["config"]["train"]
-        seeds = sorted({row["seed"] for row in done if row["task"] == task})
-        arguments = {row["encoding"]: row["config"]["encoding_kwargs"] for row in done if row["task"] == task}
-        lines.append(
-            f"`{task}`: L={config['train_length']}, evaluated at {', '.join(map(str, config['eval_lengths']))}; "
-            f"d_model={model['d_model']}, {model['n_layers']} layers, {model['n_heads']} heads; "
-            f"{train['steps']} steps of batch {train['batch_size']}, peak lr {train['lr']} after "
-            f"{train['warmup']} warm-up steps; seeds {seeds}"
-            + "".join(f"; `{name}` {kwargs}" for name, kwargs in sorted(arguments.items()) if kwargs)
-        )
-    corpus = next((row["corpus"] for row in done if row["corpus"]), None)
-    if corpus:
-        lines.append(
-            f"corpus: {corpus['files']} stdlib files, {corpus['bytes']:,} bytes, sha256 {corpus['sha256'][:16]}…, "
-            f"validation {corpus['validation_files']} files / {corpus['validation_bytes']:,} bytes"
-        )
-    versions = next((row["versions"] for row in done), None)
-    if versions:
-        lines.append(
-            f"python {versions['python']}, torch {versions['torch']}, posenc {versions['posenc']}, {versions['device']}"
-        )
-    return Bullets(tuple(lines))
-
-
 def _not_run(rows: list[dict]) -> Bullets | None:
     skipped = {(row["encoding"], row["reason"]) for row in rows if row["status"] == "not applicable"}
     return (
@@ -644,7 +615,7 @@ def configuration_blocks(settings: tuple[tuple[str, str], ...], rows: list[dict]
     """The tables of one configuration's runs, under a heading naming what sets it apart."""
     blocks: list[Block] = [
         Heading(4, f"Configuration: {configuration_label(settings)}"),
-        _settings(rows),
+        run_settings(rows),
     ]
     if any(row["task"] != "grid" for row in rows):
         blocks += [Heading(5, "Seed 004's table, measured"), comparison_table(rows)]
@@ -918,3 +889,15 @@ def write_report(db_path: str | Path, out: str | Path | None, preset: str | None
     markdown = to_markdown(blocks)
     (out / "lab.md").write_text(markdown)
     return markdown
+
+
+def print_markdown(markdown: str) -> None:
+    """The report on stdout: rendered by rich on a terminal (tables drawn, no Markdown escapes shown),
+    as Markdown text anywhere else (a file, a pipe), for a Markdown viewer."""
+    if not sys.stdout.isatty():
+        print(markdown)
+        return
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    Console().print(Markdown(markdown))
