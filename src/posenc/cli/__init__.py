@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import sys
 
-from posenc._exits import BROKEN_PIPE, memory_message, stdout_closed
-from posenc._memory import out_of_memory
+from posenc import plugins
+from posenc._exits import BROKEN_PIPE, PLUGIN_FAILED, failure, stdout_closed
 from posenc.cli import bench, lab, listing, plot, report, verify
 from posenc.cli.options import Parser, UsageError
 from posenc.cli.verify import verify_sinusoidal  # noqa: F401  (its former place)
+from posenc.plugins import ENVIRONMENT, OPTION
 
 #: Command name -> its module.
 COMMANDS = {
@@ -31,15 +32,31 @@ COMMANDS = {
 }
 
 #: Exit statuses: a refused command line or option value, and an interrupt (128 + SIGINT); a closed
-#: stdout ends with :data:`~posenc._exits.BROKEN_PIPE` (141, 128 + SIGPIPE).
+#: stdout ends with :data:`~posenc._exits.BROKEN_PIPE` (141, 128 + SIGPIPE), a plugin's own bug with
+#: :data:`~posenc._exits.PLUGIN_FAILED` (1).
 USAGE_ERROR, INTERRUPTED = 2, 130
 
-__all__ = ["BROKEN_PIPE", "COMMANDS", "INTERRUPTED", "USAGE_ERROR", "main", "parser"]
+__all__ = [
+    "BROKEN_PIPE",
+    "COMMANDS",
+    "INTERRUPTED",
+    "PLUGIN_FAILED",
+    "USAGE_ERROR",
+    "failure",
+    "main",
+    "parser",
+]
 
 
 def parser() -> Parser:
     """The whole command line: ``posenc COMMAND …`` with one sub-parser per entry of :data:`COMMANDS`."""
-    root = Parser(prog="posenc", description=__doc__.splitlines()[0])
+    root = Parser(
+        prog="posenc",
+        description=__doc__.splitlines()[0],
+        epilog=f"{OPTION} MODULE (anywhere, repeatable) and {ENVIRONMENT}=MODULE,… import plugin modules "
+        "first, and installed packages' posenc.encodings entry points are loaded: their encodings are "
+        "names every command takes.",
+    )
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMANDS.values():
         module.configure(commands)
@@ -51,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     where = "posenc"
     try:
         try:
+            argv = plugins.load_for_command(sys.argv[1:] if argv is None else list(argv))
             args = parser().parse_args(argv)
         except SystemExit as done:  # --help and the like have printed what was asked
             return done.code if isinstance(done.code, int) else 0
@@ -61,16 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as error:  # the parser's message names the (sub)command already
         print(error, file=sys.stderr)
         return USAGE_ERROR
-    except (ValueError, TypeError) as error:  # bad input; the message names the argument and value
-        print(f"{where}: error: {error}", file=sys.stderr)
-        return USAGE_ERROR
     except KeyboardInterrupt:
         print(f"{where}: interrupted", file=sys.stderr)
         return INTERRUPTED
     except BrokenPipeError:  # stdout's reader has gone: nothing to say, and no one to say it to
         return stdout_closed()
-    except (MemoryError, RuntimeError) as error:  # sizes the user asked for; any other RuntimeError is a bug
-        if not out_of_memory(error):
-            raise
-        print(memory_message(where, error), file=sys.stderr)
-        return USAGE_ERROR
+    except Exception as error:
+        return failure(where, error)

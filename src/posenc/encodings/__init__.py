@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from posenc import plugins
 from posenc.encodings.additive import AdditiveEncoding
 from posenc.encodings.base import KINDS, PositionalEncoding, SeedRow, resolve_positions
 from posenc.encodings.bias import ALiBi, BiasEncoding, SwinRelativeBias, T5RelativeBias
@@ -49,6 +50,7 @@ def register(name: str, cls: type[PositionalEncoding]) -> type[PositionalEncodin
     if cls.kind not in KINDS:
         raise ValueError(f"{cls.__name__}.kind must be one of {', '.join(KINDS)}, got {cls.kind!r}")
     ENCODINGS[name] = cls
+    plugins.remember_class(cls)  # a class from outside posenc: its errors are its author's to see
     return cls
 
 
@@ -74,12 +76,15 @@ register("sandwich", Sandwich)
 
 
 def available() -> list[str]:
-    """Names of the registered encodings, sorted."""
+    """Names of the registered encodings, sorted (installed plugins' entry points included)."""
+    plugins.load_entry_points()
     return sorted(ENCODINGS)
 
 
 def encoding_class(name: str) -> type[PositionalEncoding]:
     """The class registered as ``name``; a ValueError listing the valid names otherwise."""
+    if name not in ENCODINGS:
+        plugins.load_entry_points()
     if name not in ENCODINGS:
         raise ValueError(f"unknown encoding {name!r}; available: {', '.join(available())}")
     return ENCODINGS[name]

@@ -13,8 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-from posenc._exits import memory_message, stdout_closed
-from posenc._memory import out_of_memory
+from posenc._exits import failure, stdout_closed
 from posenc._paths import writable_folder
 from posenc.lab.records import DEFAULT_DB
 
@@ -353,16 +352,10 @@ def main(args: argparse.Namespace) -> int:
         code = handlers[args.lab_command](args)
         sys.stdout.flush()  # here, where a closed pipe is caught, rather than at exit
         return code
-    except (ValueError, TypeError) as error:
-        print(f"{where}: error: {error}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print(_interrupted(args), file=sys.stderr)
         return 130
     except BrokenPipeError:
         return stdout_closed()
-    except (MemoryError, RuntimeError) as error:  # any RuntimeError but running out of memory is a bug
-        if not out_of_memory(error):
-            raise
-        print(memory_message(where, error), file=sys.stderr)
-        return 2
+    except Exception as error:  # bad input and full memory in one line, a plugin's bug with its traceback
+        return failure(where, error)
