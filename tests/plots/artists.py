@@ -40,12 +40,13 @@ def titles(figure: Figure) -> list[str]:
 
 
 def _drawn(figure: Figure):
-    """The figure drawn on an Agg canvas once (a second layout may move what the first placed), and
-    its renderer (for the extents of what it drew)."""
+    """The figure laid out once, as drawing it would (a second layout may move what the first placed),
+    without rasterizing it; the renderer that measures the extents of what it placed."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     if not isinstance(figure.canvas, FigureCanvasAgg):
-        FigureCanvasAgg(figure).draw()
+        FigureCanvasAgg(figure)
+        figure.draw_without_rendering()
     return figure.canvas.get_renderer()
 
 
