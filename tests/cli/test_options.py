@@ -10,10 +10,12 @@ from posenc.cli.options import (
     Parser,
     UsageError,
     distances,
+    file_name,
     lengths,
     positive_int,
     some_lengths,
     tolerance,
+    width,
 )
 
 
@@ -64,8 +66,31 @@ def test_values_parse(parse, text, expected):
         (some_lengths, "none", "lengths must name at least one length, got 'none'"),
         (some_lengths, "64,0", "lengths must be positive, got '64,0'"),
         (some_lengths, "a", "lengths must be comma-separated integers, got 'a'"),
+        (distances, "1,,3", "distances must be comma-separated integers, got '1,,3'"),
+        (distances, "1,3,", "distances must be comma-separated integers, got '1,3,'"),
+        (lengths, "64,,128", "lengths must be comma-separated integers or 'none', got '64,,128'"),
+        (some_lengths, ",64", "lengths must be comma-separated integers, got ',64'"),
     ],
 )
 def test_bad_values_are_refused_with_the_value(parse, text, message):
     with pytest.raises(argparse.ArgumentTypeError, match=f"^{message.replace('(', '[(]')}$"):
         parse(text)
+
+
+@pytest.mark.parametrize("parse", [distances, lengths, some_lengths])
+def test_an_empty_item_between_commas_is_refused_not_skipped(parse):
+    # "1,,3" is a typo; reading it as "1,3" would measure something other than what was asked
+    with pytest.raises(argparse.ArgumentTypeError, match="got '1,,3'"):
+        parse("1,,3")
+
+
+def test_d_model_above_the_widest_width_is_refused_naming_the_value():
+    with pytest.raises(argparse.ArgumentTypeError, match="^must be at most 65536 .*, got 100000000$"):
+        width("100000000")
+    assert width("16384") == 16384 and width("-2") == -2  # the sign and parity: the library's own checks
+
+
+@pytest.mark.parametrize("text", ["", "  "])
+def test_an_empty_file_name_is_refused_naming_it(text):
+    with pytest.raises(argparse.ArgumentTypeError, match=f"^must name a file, got {text!r}$"):
+        file_name(text)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 
 class UsageError(Exception):
@@ -55,6 +56,32 @@ def seq_len(text: str) -> int:
     return _within_exact_angles(value)
 
 
+#: The widest code ``verify --d-model`` builds: wider than any model's d_model (PaLM's 18432 is among the
+#: widest), and small enough that the check answers in seconds, not minutes.
+MAX_WIDTH = 2**16
+
+
+def width(text: str) -> int:
+    """An integer ≤ :data:`MAX_WIDTH` (``verify --d-model``; its sign and parity are the table's own
+    checks, which name the value as ``d_model``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value > MAX_WIDTH:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {MAX_WIDTH} (wider than any model's d_model), got {value}"
+        )
+    return value
+
+
+def file_name(text: str) -> Path:
+    """A path that names something (``--out``): an empty one would become '.', the current folder."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must name a file, got {text!r}")
+    return Path(text)
+
+
 def tolerance(text: str) -> float:
     """A finite float ≥ 0 (``nan`` would make every comparison fail, a negative one every claim)."""
     try:
@@ -66,14 +93,24 @@ def tolerance(text: str) -> float:
     return value
 
 
+def _int_items(text: str) -> list[int] | None:
+    """The comma-separated integers of ``text`` (spaces around each allowed), [] when it names none;
+    None when an item is not an integer or is empty between commas (``1,,3``, ``1,3,``): a typo, not a
+    shorter list."""
+    parts = [part.strip() for part in text.split(",")]
+    if not any(parts):
+        return []
+    try:
+        return [int(part) for part in parts]
+    except ValueError:
+        return None
+
+
 def distances(text: str) -> list[int]:
     """Comma-separated integers, at least one (``--distances 1,64,1024``)."""
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"distances must be comma-separated integers, got {text!r}"
-        ) from None
+    values = _int_items(text)
+    if values is None:
+        raise argparse.ArgumentTypeError(f"distances must be comma-separated integers, got {text!r}")
     if not values:
         raise argparse.ArgumentTypeError(f"distances must name at least one distance, got {text!r}")
     return values
@@ -81,13 +118,12 @@ def distances(text: str) -> list[int]:
 
 def _positive_ints(text: str, expected: str) -> tuple[int, ...]:
     """The comma-separated integers of ``text``, each ≥ 1; ``expected`` says what else the option takes."""
-    try:
-        values = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"lengths must be {expected}, got {text!r}") from None
+    values = _int_items(text)
+    if values is None:
+        raise argparse.ArgumentTypeError(f"lengths must be {expected}, got {text!r}")
     if any(value < 1 for value in values):
         raise argparse.ArgumentTypeError(f"lengths must be positive, got {text!r}")
-    return values
+    return tuple(values)
 
 
 def lengths(text: str) -> tuple[int, ...]:
