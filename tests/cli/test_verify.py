@@ -224,3 +224,63 @@ def test_verify_all_measures_every_other_encoding_when_one_cannot_be_built(cli, 
     assert "claim(s) could not be measured: unbuildable bounded" in run.err
     assert result["unbuildable"]["relative"]["error"] == "ValueError: this encoding cannot be built"
     assert result["rope"]["relative"]["holds"] is True
+
+
+def test_verify_names_measure_only_those_encodings_in_the_order_given(cli):
+    result = json.loads(cli("verify", "nope", "alibi", "--json").out)
+    assert list(result) == ["nope", "alibi"] and result["alibi"]["relative"]["holds"] is True
+    run = cli("verify", "alibi", "nope")
+    assert run.code == 0 and "alibi" in run.out and "nope" in run.out and "sinusoidal" not in run.out
+    assert "Every claim on alibi, nope" in run.out
+
+
+def test_verify_an_unknown_name_is_refused_with_the_valid_names_before_anything_is_measured(cli, monkeypatch):
+    import posenc.analysis
+
+    def measured(*args, **kwargs):
+        raise AssertionError("measured before the names were checked")
+
+    monkeypatch.setattr(posenc.analysis, "properties", measured)
+    cli("verify", "alibi", "ropee").assert_refused(
+        "unknown encoding 'ropee'", f"valid: {', '.join(posenc.available())}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragments"),
+    [
+        (["verify", "rope", "--all"], ["'rope'", "--all"]),
+        (["verify", "rope", "--out", "flat.png"], ["--out 'flat.png'", "rope"]),
+        (["verify", "rope", "--d-model", "16"], ["--d-model", "rope"]),
+    ],
+)
+def test_verify_names_refuse_the_options_they_would_ignore(cli, argv, fragments):
+    cli(*argv).assert_refused(*fragments)
+
+
+def test_verify_d_model_wider_than_any_model_is_refused_at_once_naming_it(cli, monkeypatch):
+    # it used to build a 15 × 10^8 table for minutes; --seq-len and --length were capped already
+    import posenc.analysis
+    import posenc.functional
+
+    def measured(*args, **kwargs):
+        raise AssertionError("measured before --d-model was checked")
+
+    monkeypatch.setattr(posenc.analysis, "dot_by_distance", measured)
+    monkeypatch.setattr(posenc.functional, "sinusoidal_table", measured)
+    cli("verify", "--d-model", "100000000").assert_refused("--d-model", "at most 65536", "got 100000000")
+
+
+def test_verify_out_empty_is_refused_naming_the_empty_value_not_the_current_folder(cli):
+    run = cli("verify", "--out", "")
+    run.assert_refused("--out", "must name a file, got ''")
+    assert "'.'" not in run.err
+
+
+def test_verify_distances_with_an_empty_item_are_refused_not_read_as_fewer(cli):
+    cli("verify", "--distances", "1,,3").assert_refused("--distances", "got '1,,3'")
+
+
+def test_verify_help_says_what_seed_002_is(cli):
+    out = cli("verify", "--help").out
+    assert "seed 002" in out and "Dot Products & Translation Invariance" in " ".join(out.split())

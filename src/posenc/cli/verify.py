@@ -1,5 +1,5 @@
-"""``posenc verify``: seed 002's claim that sinusoidal dot products depend only on distance, or, with
-``--all``, every property of every registered encoding."""
+"""``posenc verify``: seed 002's claim that sinusoidal dot products depend only on distance (:data:`SEED_002`
+says what seed 002 is), or every property of the named encodings (``verify rope alibi``) or of all (``--all``)."""
 
 from __future__ import annotations
 
@@ -20,20 +20,45 @@ DTYPES = ("float32", "float64")
 TOLERANCES = {"float32": 1e-5, "float64": 1e-12}
 #: Formats ``--out`` can be written in, by suffix; a name without a suffix gets ``.png``.
 PLOT_FORMATS = ("png", "svg", "pdf")
+#: The options of the sinusoidal check (argument name -> default) and of the properties table: each is
+#: refused where the other is run, rather than ignored.
+CHECK_DEFAULTS = {
+    "d_model": 8,
+    "seq_len": 15,
+    "distances": None,
+    "base": 10000.0,
+    "dtype": "float64",
+    "tolerance": None,
+    "pairs": True,
+    "out": None,
+}
+TABLE_DEFAULTS = {"length": 256}
+SEED_002 = (
+    'seed 002 (the blog post "Dot Products & Translation Invariance in Sinusoidal Positional Encodings", '
+    "one of the reference documents posenc started from; not a random seed)"
+)
 
 
 def configure(subparsers) -> None:
     """Add the ``verify`` parser."""
     parser = subparsers.add_parser(
         "verify",
-        help="check that sinusoidal code dot products depend only on distance (seed 002)",
-        description="Reproduce seed 002: for each distance d, PE[i]·PE[i+d] for every start i, "
-        "against the closed form Σ_k cos(d·ω_k). Exits 1 when the deviation, relative to ‖PE‖² "
-        "(d_model/2), exceeds the tolerance, 2 on a bad option.",
+        help="check that sinusoidal code dot products depend only on distance (seed 002), or every "
+        "property of the named encodings (or --all)",
+        description=f"Without NAME, reproduce the numerical check of {SEED_002}: for each distance d, "
+        "PE[i]·PE[i+d] for every start i, against the closed form Σ_k cos(d·ω_k). Exits 1 when the "
+        "deviation, relative to ‖PE‖² (d_model/2), exceeds the tolerance, 2 on a bad option. With NAME … "
+        "or --all, measure every property of those encodings and print the encoding × property table.",
     )
-    parser.add_argument("--d-model", type=int, default=8, help="code width (default 8)")
     parser.add_argument(
-        "--seq-len", type=options.seq_len, default=15, help="number of positions, at most 2^27 (default 15)"
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="registered encodings whose properties to measure (`posenc list` names them)",
+    )
+    parser.add_argument("--d-model", type=options.width, default=None, help="code width (default 8)")
+    parser.add_argument(
+        "--seq-len", type=options.seq_len, default=None, help="number of positions, at most 2^27 (default 15)"
     )
     parser.add_argument(
         "--distances",
@@ -41,8 +66,8 @@ def configure(subparsers) -> None:
         default=None,
         help="comma-separated distances (default: odd 1 … seq_len−1)",
     )
-    parser.add_argument("--base", type=float, default=10000.0, help="wavelength base (default 10000)")
-    parser.add_argument("--dtype", choices=DTYPES, default="float64", help="table dtype (default float64)")
+    parser.add_argument("--base", type=float, default=None, help="wavelength base (default 10000)")
+    parser.add_argument("--dtype", choices=DTYPES, default=None, help="table dtype (default float64)")
     parser.add_argument(
         "--tolerance",
         type=options.tolerance,
@@ -53,13 +78,13 @@ def configure(subparsers) -> None:
     parser.add_argument(
         "--pairs",
         action=argparse.BooleanOptionalAction,
-        default=True,
+        default=None,
         help="print every pair's value, as seed 002 does (default on)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     parser.add_argument(
         "--out",
-        type=Path,
+        type=options.file_name,
         default=None,
         help="write the flat-line plot to this file (.png, .svg or .pdf; .png is added to a name without one)",
     )
@@ -71,9 +96,53 @@ def configure(subparsers) -> None:
     parser.add_argument(
         "--length",
         type=options.position_count,
-        default=256,
-        help="--all: positions each property is measured over, at most 2^27 (default 256)",
+        default=None,
+        help="NAME … or --all: positions each property is measured over, at most 2^27 (default 256)",
     )
+
+
+def _given(args: argparse.Namespace, defaults: dict) -> list[str]:
+    """The options among ``defaults`` given on the command line, as ``--option``."""
+    return ["--" + name.replace("_", "-") for name in defaults if getattr(args, name) is not None]
+
+
+def _check_mode(args: argparse.Namespace) -> None:
+    """Refuse what the chosen run would ignore; fill in the defaults of the options it reads.
+
+    Raises:
+        ValueError: names with ``--all``, an unknown name (listing the valid ones), or an option of the
+            other run.
+    """
+    from posenc.encodings import available
+
+    table = bool(args.names) or args.all
+    if args.names and args.all:
+        raise ValueError(
+            f"give encoding names or --all, not both: got {' '.join(map(repr, args.names))} and --all"
+        )
+    for name in args.names:
+        if name not in available():
+            raise ValueError(f"unknown encoding {name!r}; valid: {', '.join(available())}")
+    if table:
+        which = "--all" if args.all else " ".join(args.names)
+        if args.out is not None:  # the properties table draws no plot: --out would be ignored
+            raise ValueError(
+                f"--out {str(args.out)!r} is the flat-line plot of the sinusoidal check, and {which} draws "
+                "no plot; leave out --out"
+            )
+        if given := _given(args, CHECK_DEFAULTS):
+            raise ValueError(
+                f"{', '.join(given)} set the sinusoidal check, which {which} does not run; leave "
+                f"{'it' if len(given) == 1 else 'them'} out"
+            )
+    elif given := _given(args, TABLE_DEFAULTS):
+        raise ValueError(
+            f"{', '.join(given)} sets the properties table of NAME … or --all; the sinusoidal check "
+            "takes --seq-len"
+        )
+    for name, default in (TABLE_DEFAULTS if table else CHECK_DEFAULTS).items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
 
 
 def plot_path(out: Path) -> Path:
@@ -94,7 +163,7 @@ def plot_path(out: Path) -> Path:
 def verify_sinusoidal(
     d_model: int, seq_len: int, distances: list[int] | None, base: float, dtype: str
 ) -> dict:
-    """The seed 002 experiment as a dict of plain numbers (what ``verify --json`` prints).
+    """Seed 002's numerical check as a dict of plain numbers (what ``verify --json`` prints).
 
     ``max_deviation`` is absolute; ``scale`` is the mean ‖PE‖² of the table (d_model/2) and
     ``relative_deviation`` = max_deviation / scale, what the tolerance judges (as
@@ -130,14 +199,11 @@ def verify_sinusoidal(
 
 
 def run(args: argparse.Namespace) -> int:
-    """0 when the claim holds within the tolerance, 1 when it does not (``--all``: always 0)."""
-    if args.all:
-        if args.out is not None:  # --all measures properties and draws no plot: --out would be ignored
-            raise ValueError(
-                f"--out {str(args.out)!r} is the flat-line plot of the seed 002 check, and --all draws no "
-                "plot; leave out --out or --all"
-            )
-        return _run_all(args)
+    """0 when the claim holds within the tolerance, 1 when it does not (NAME … or ``--all``: 1 only when
+    a claim could not be measured)."""
+    _check_mode(args)
+    if args.names or args.all:
+        return _run_table(args)
     out = None if args.out is None else writable_file(plot_path(args.out), "--out")
     result = verify_sinusoidal(args.d_model, args.seq_len, args.distances, args.base, args.dtype)
     tolerance = TOLERANCES[args.dtype] if args.tolerance is None else args.tolerance
@@ -219,16 +285,18 @@ def _print_result(result: dict, *, pairs: bool, out: Path | None) -> None:
         print(f"flat-line plot written to {out}")  # one line, never wrapped: scripts read the path
 
 
-def properties_table(table: dict, length: int) -> Table:
+def properties_table(table: dict, length: int, *, every: bool = True) -> Table:
     """Encoding × property: the report's table (``posenc.report.properties_table``), one row per
-    encoding, so that more encodings make it longer, not wider."""
+    encoding, so that more encodings make it longer, not wider; titled by the encodings unless
+    ``every`` registered one is in it."""
     from posenc.report import properties_table as by_encoding
 
     view = by_encoding(table)
+    which = "every encoding" if every else ", ".join(table)
     return Table(
         view.columns,
         view.rows,
-        title=f"Every claim on every encoding (positions 0 … {length - 1})",
+        title=f"Every claim on {which} (positions 0 … {length - 1})",
         notes=[
             "holds / fails: the measured number against the threshold of posenc.analysis.properties; "
             "— : the claim does not concern that encoding. `posenc verify --all --json` gives every reason."
@@ -240,15 +308,17 @@ def _verdict_colour(text: str) -> str | None:
     return {"holds": "green", "fails": "red"}.get(text.split(" ", 1)[0])
 
 
-def _run_all(args: argparse.Namespace) -> int:
+def _run_table(args: argparse.Namespace) -> int:
     from posenc.analysis import properties_by_name
 
-    table = properties_by_name(length=args.length)  # an encoding that raises gets error cells, not a crash
+    names = list(dict.fromkeys(args.names)) or None  # in the order given, each once; None: every one
+    table = properties_by_name(names, length=args.length)  # an encoding that raises gets error cells
     if args.json:
         result = {name: {p: prop.as_dict() for p, prop in props.items()} for name, props in table.items()}
         print(json.dumps(result, indent=2, ensure_ascii=False))
     else:
-        print_table(properties_table(table, args.length), cell_style=_verdict_colour, out=console(wide=True))
+        view = properties_table(table, args.length, every=names is None)
+        print_table(view, cell_style=_verdict_colour, out=console(wide=True))
     errors = [f"{name} {claim}" for name, props in table.items() for claim, p in props.items() if p.error]
     if errors:  # a claim that could not be measured is a failure, not a verdict
         print(
