@@ -264,3 +264,55 @@ def test_bidirectional_attention_refuses_a_kv_cache():
     encoder = _tiny_lm(causal=False)
     with pytest.raises(ValueError, match="a KV cache needs causal attention"):
         encoder(torch.zeros(1, 4, dtype=torch.long), caches=[KVCache(), KVCache()])
+
+
+def test_an_undeclared_additive_encoding_is_refused_a_cache_whose_positions_move():
+    # kind "additive" used to inherit follows_moving_positions = True: a sink cache was accepted for it
+    from posenc.encodings import resolve_positions
+
+    class Ramp(posenc.PositionalEncoding):
+        kind = "additive"
+
+        def embed(self, x, positions=None):
+            positions = resolve_positions(positions, x, seq_dim=1)
+            return x + positions[..., None].to(x.dtype) / 100
+
+    assert Ramp().follows_moving_positions is False
+    model = TransformerLM(32, d_model=16, n_layers=1, n_heads=2, encoding=Ramp())
+    with pytest.raises(ValueError, match="a cache keeping sinks and a window needs an encoding"):
+        model.new_caches(sinks=1, window=4)
+
+
+def test_an_undeclared_rotary_encoding_has_its_keys_rotated_at_every_call():
+    # the safe answer for a rotation posenc cannot see into: keys cached unrotated, decoding exact
+    from posenc.encodings import resolve_positions
+
+    class CallCentredTurn(posenc.PositionalEncoding):
+        """Turns by the distance from the first query of the call: not cacheable once rotated."""
+
+        kind = "rotary"
+
+        def rotate(self, q, k, q_positions=None, k_positions=None):
+            q_positions = resolve_positions(q_positions, q, seq_dim=2)
+            k_positions = resolve_positions(k_positions, k, seq_dim=2)
+            centre = q_positions.min()
+            return _turn(q, q_positions - centre), _turn(k, k_positions - centre)
+
+    def _turn(x, positions):
+        angle = positions.to(x.dtype)[..., None] * 0.3  # [s, 1]
+        even, odd = x[..., 0::2], x[..., 1::2]
+        return torch.stack(
+            (even * angle.cos() - odd * angle.sin(), even * angle.sin() + odd * angle.cos()), -1
+        ).flatten(-2)
+
+    encoding = CallCentredTurn()
+    assert encoding.rotated_keys_are_cacheable is False
+    torch.manual_seed(0)
+    model = TransformerLM(32, d_model=16, n_layers=2, n_heads=2, encoding=encoding)
+    tokens = torch.randint(0, 32, (1, 9))
+    full = model(tokens)
+    caches = model.new_caches()
+    steps = [model(tokens[:, :5], caches=caches)] + [
+        model(tokens[:, t : t + 1], caches=caches) for t in range(5, 9)
+    ]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=0, atol=1e-5)

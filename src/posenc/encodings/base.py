@@ -179,16 +179,29 @@ class PositionalEncoding(nn.Module):
     position_axes: ClassVar[int] = 1
     #: Buffers holding fixed constants of the encoding (ALiBi's slopes), counted as such, never learned.
     fixed_buffers: tuple[str, ...] = ()
-    #: Whether a key rotated once stays right for every later query, so a KV cache may hold rotated
-    #: keys. Where False, attention caches keys unrotated and rotates them with each call's queries.
-    rotated_keys_are_cacheable: bool = True
-    #: Whether the encoding follows positions that move in a cache (StreamingLLM's sinks and window, whose
-    #: tokens take their places in the cache). False where codes are added to the token embeddings: a
-    #: cached key keeps the code of the place it entered at.
-    follows_moving_positions: ClassVar[bool] = True
     #: Whether the encoding counts positions from the content (CoPE's gates on q·k) rather than reading
     #: the positions it is given: the relative-position test then says so instead of a category.
     contextual_positions: ClassVar[bool] = False
+
+    # Capabilities: what a cache may do with the encoding. An encoding that declares none gets the
+    # answer of its kind, and the safe one where the kind cannot tell (a refusal or a recomputation,
+    # never a wrong cache); a class attribute of the same name declares it.
+
+    @property
+    def rotated_keys_are_cacheable(self) -> bool:
+        """Whether a key rotated once stays right for every later query, so a KV cache may hold rotated
+        keys; where False, attention caches keys unrotated and rotates them with each call's queries.
+        Undeclared: True where ``rotate`` is the identity, False for a rotary encoding (recomputed: right
+        whatever the rotation reads)."""
+        return self.kind != "rotary"
+
+    @property
+    def follows_moving_positions(self) -> bool:
+        """Whether the encoding follows positions that move in a cache (StreamingLLM's sinks and window,
+        whose tokens take their places in the cache). Undeclared: False for an additive encoding (a
+        cached key keeps the code of the place it entered at) and for any kind posenc does not know,
+        True where positions are read in attention (rotary, bias) or not at all (none)."""
+        return self.kind in ("rotary", "bias", "none")
 
     @property
     def two_sided(self) -> bool:
