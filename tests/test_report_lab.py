@@ -87,3 +87,13 @@ def test_lab_report_into_a_file_or_pipe_is_the_markdown_itself(smoke_db, capsys)
     markdown = comparison_markdown(smoke_db)
     print_markdown(markdown)
     assert capsys.readouterr().out == markdown + "\n"
+
+
+def test_the_lab_report_command_renders_on_a_terminal(smoke_db, tmp_path, monkeypatch):
+    from posenc.cli import main
+
+    monkeypatch.setattr(sys, "stdout", _Terminal())
+    assert main(["lab", "report", "--db", str(smoke_db), "--out", str(tmp_path)]) == 0
+    shown = sys.stdout.getvalue()
+    assert "Length generalisation, measured" in shown
+    assert "|---" not in shown and "## " not in shown and "\\_" not in shown

@@ -276,7 +276,7 @@ def _report(args: argparse.Namespace) -> int:
     claim, and an empty table is not one."""
     from posenc.lab.presets import check_preset
     from posenc.lab.records import Records
-    from posenc.lab.report import write_report
+    from posenc.lab.report import print_markdown, write_report
 
     with Records(args.db, readonly=True) as records:  # missing, a folder, not a lab database: refused
         rows = records.report_rows()  # every row decoded and checked: a damaged one is refused here
@@ -293,7 +293,7 @@ def _report(args: argparse.Namespace) -> int:
     markdown = write_report(args.db, out, preset=args.preset)
     if markdown is None:  # the records changed since they were counted
         raise ValueError(f"no lab records in {args.db}")
-    print(markdown)
+    print_markdown(markdown)  # rendered on a terminal, the Markdown itself into a file or pipe
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", markdown)  # the figures the report links
     print(f"written: {', '.join(str(out / name) for name in ['lab.md', *images])}", file=sys.stderr)
     return 0
