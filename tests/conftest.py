@@ -45,6 +45,31 @@ ENCODING_KWARGS = _SmallArguments(
 )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _properties_measured_once():
+    """Every claim of each of posenc's own encodings is measured once per test session: ``verify --all``,
+    the report and the analysis tests ask for the same specimens many times, and each measurement takes
+    seconds. An encoding defined by a test (another class under a registered name) is measured anew."""
+    from posenc.analysis import verification
+    from posenc.encodings import ENCODINGS
+
+    measure = verification._properties_of
+    measured: dict[tuple, dict] = {}
+
+    def once(name: str, length: int) -> dict:
+        cls = ENCODINGS.get(name)
+        if cls is None or not cls.__module__.startswith("posenc."):
+            return measure(name, length)
+        key = (name, length, cls)
+        if key not in measured:
+            measured[key] = measure(name, length)
+        return dict(measured[key])
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(verification, "_properties_of", once)
+        yield
+
+
 @pytest.fixture(scope="session")
 def report_dir(tmp_path_factory):
     """A report written once by `posenc report` (no lab records), shared by the report tests."""

@@ -63,7 +63,7 @@ CATEGORIES = {
 
 @pytest.fixture(scope="module")
 def measured():
-    return {name: properties(specimen(name)) for name in available()}
+    return properties_by_name()  # measured once per session (tests/conftest.py), as the report's
 
 
 @pytest.mark.parametrize("name", available())
