@@ -47,6 +47,14 @@ import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from posenc.kernels import _rope_ops
+from posenc.kernels.rope_admission import (
+    PER_HEAD_TABLES,
+    Item,
+    Refusal,
+    enlarge_refusal,
+    enlarges,
+    needs_grad,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -497,3 +505,33 @@ def _self_test(lib: ctypes.CDLL) -> str:
                             f"{layout!r}, conjugate={conjugate}"
                         )
     return ""
+
+
+# --- admission: what this kernel takes -----------------------------------------------------------
+
+
+def refusal(items: list[Item]) -> Refusal | None:
+    """Why this C kernel (``native``) cannot take these tensors, or None: the dispatcher falls back to
+    the reference (``backend="auto"``) or raises it (``backend="native"``)."""
+    for name, x, cos, sin in items:
+        if x.device.type != "cpu":
+            return ValueError, (
+                f"the native kernel runs CPU tensors, got {name} on {x.device}; backend='auto' picks "
+                "the kernel for the device"
+            )
+        if x.dim() not in (2, 3, 4):
+            return ValueError, (
+                f"the native kernel takes {name} as [b, h, s, d], [b, s, d], [n, s, d] or [s, d], got "
+                f"shape {tuple(x.shape)}"
+            )
+        for table_name, table in (("cos", cos), ("sin", sin)):
+            if needs_grad(table):
+                return ValueError, (
+                    f"the native kernel does not differentiate {table_name}; use backend='eager' "
+                    "(backend='auto' does so by itself)"
+                )
+        if cos.dim() == 4:
+            return ValueError, PER_HEAD_TABLES
+        if enlarges(x, cos):
+            return enlarge_refusal(name, x, cos, "the native kernel does not broadcast; its tables")
+    return None

@@ -39,6 +39,14 @@ import os
 import torch
 
 from posenc.kernels import _rope_ops
+from posenc.kernels.rope_admission import (
+    PER_HEAD_TABLES,
+    Item,
+    Refusal,
+    enlarge_refusal,
+    enlarges,
+    needs_grad,
+)
 
 #: The widest head the kernels take (one program holds whole rows of a head).
 MAX_D_HEAD = 256
@@ -377,3 +385,66 @@ def apply_rope_qk_triton(
     rotary = q.shape[-1] if rotary_dim is None else rotary_dim
     tables = tuple(t.to(torch.float32) for t in (cos, sin, k_cos, k_sin))
     return _OPS.rotate_qk(q, k, tables, layout, rotary, inplace)  # type: ignore[arg-type]
+
+
+# --- admission: what these kernels take -----------------------------------------------------------
+
+
+def _tables_refusal(items: list[Item]) -> Refusal | None:
+    """The table dtypes the Triton kernels take when named (``auto`` casts any to float32)."""
+    for name, x, cos, sin in items:
+        if cos.dtype != sin.dtype:
+            return TypeError, f"cos and sin must have the same dtype, got cos {cos.dtype} and sin {sin.dtype}"
+        if cos.dtype not in (torch.float32, torch.float64, x.dtype):
+            return TypeError, (
+                f"cos and sin must be float32, float64 or {name}'s dtype {x.dtype}, got {cos.dtype}"
+            )
+    return None
+
+
+def refusal(items: list[Item], rotaries: list[int], *, named: bool = False) -> Refusal | None:
+    """Why these Triton kernels cannot take these tensors (in one launch), or None: the dispatcher falls
+    back to the reference (``backend="auto"``, which casts any table to float32) or raises it
+    (``named``: ``backend="triton"``, which also checks the tables' dtypes)."""
+    if named and (problem := _tables_refusal(items)) is not None:
+        return problem
+    _, q, _, _ = items[0]
+    for name, x, cos, sin in items:
+        if x.dtype not in DTYPES:
+            return (
+                TypeError,
+                f"{name} must be float16, bfloat16 or float32 for the Triton kernels, got {x.dtype}",
+            )
+        if x.dtype != q.dtype:
+            return TypeError, f"q and k must have the same dtype, got q {q.dtype} and k {x.dtype}"
+        if x.shape[-1] > MAX_D_HEAD:
+            return ValueError, (
+                f"{name} has head width {x.shape[-1]}; the Triton kernels take at most "
+                f"{MAX_D_HEAD} (MAX_D_HEAD)"
+            )
+        if x.dim() not in (2, 3, 4):
+            return ValueError, (
+                f"{name} must be [b, h, s, d], [b, s, d], [n, s, d] or [s, d], got {tuple(x.shape)}"
+            )
+        for table_name, table in (("cos", cos), ("sin", sin)):
+            if needs_grad(table):
+                return ValueError, (
+                    f"the Triton kernels do not differentiate {table_name}; use apply_rope(..., backend='eager')"
+                )
+        if cos.dim() == 4:
+            return ValueError, PER_HEAD_TABLES
+        if x.device != q.device:
+            return ValueError, f"q is on {q.device} and k on {x.device}; they must share a device"
+        if x.device.type != "cuda" and not (x.device.type == "cpu" and interpreting()):
+            return ValueError, (
+                "the Triton kernels run CUDA tensors, or CPU tensors under TRITON_INTERPRET=1 (Triton's "
+                f"interpreter); got a tensor on {x.device}. backend='auto' takes the native kernel there"
+            )
+        if enlarges(x, cos):
+            return enlarge_refusal(name, x, cos, "the Triton kernels do not broadcast; their tables")
+    if len(items) == 2 and (rotaries[1], items[1][1].shape[-1]) != (rotaries[0], q.shape[-1]):
+        return ValueError, (
+            "one launch needs q and k of the same head width and rotary_dim, got head widths "
+            f"{q.shape[-1]} and {items[1][1].shape[-1]}, rotary_dim {rotaries[0]} and {rotaries[1]}"
+        )
+    return None

@@ -13,6 +13,7 @@ from posenc._validation import (
 )
 from posenc.backends import check_backend
 from posenc.kernels import rope_cpu, rope_triton
+from posenc.kernels.rope_admission import Item, enlarges
 
 LAYOUTS = ("half", "interleaved")
 
@@ -76,12 +77,6 @@ def _table_batch_axis(x: torch.Tensor, cos: torch.Tensor) -> int | None:
     return x.shape[0] if x.dim() == 4 else x.shape[-3]
 
 
-def _enlarges(x: torch.Tensor, cos: torch.Tensor) -> bool:
-    """Whether the rotation of x would not have x's shape: cos/sin ``[b, s, r/2]`` with x ``[s, d]``
-    (a batch x lacks; any other batch mismatch is refused by :func:`_check_rotation`)."""
-    return cos.dim() == 3 and x.dim() == 2
-
-
 def _overlaps(x: torch.Tensor) -> bool:
     """Whether two indices of x may address the same memory (an expanded view): unsafe to write in place."""
     extent = 1  # elements spanned by the dimensions of smaller stride
@@ -92,14 +87,7 @@ def _overlaps(x: torch.Tensor) -> bool:
     return False
 
 
-def _needs_grad(t: torch.Tensor) -> bool:
-    return torch.is_grad_enabled() and t.requires_grad
-
-
-#: (name, x, cos, sin): one tensor to rotate and its tables, as the checks name it.
-_Item = tuple[str, torch.Tensor, torch.Tensor, torch.Tensor]
-#: What stops a backend from taking the tensors: the error to raise and its message.
-_Problem = tuple[type[Exception], str]
+_Item = Item
 
 
 def _check_rotations(items: list[_Item], layout: str, rotary_dim: int | None, inplace: bool) -> list[int]:
@@ -107,7 +95,7 @@ def _check_rotations(items: list[_Item], layout: str, rotary_dim: int | None, in
     rotaries = [_check_rotation(x, cos, sin, layout, rotary_dim, name) for name, x, cos, sin in items]
     if inplace:
         for name, x, cos, _ in items:
-            if _enlarges(x, cos):
+            if enlarges(x, cos):
                 raise ValueError(
                     f"inplace needs cos/sin that broadcast to {name}'s shape {tuple(x.shape)}, got cos of "
                     f"shape {tuple(cos.shape)}"
@@ -144,15 +132,19 @@ def _path(backend: str, items: list[_Item], rotaries: list[int]) -> str:
         return "eager"
     if backend == "auto":
         devices = {t.device.type for _, x, cos, sin in items for t in (x, cos, sin)}
-        if devices == {"cuda"} and rope_triton.TRITON_INSTALLED and _triton_problem(items, rotaries) is None:
+        if (
+            devices == {"cuda"}
+            and rope_triton.TRITON_INSTALLED
+            and rope_triton.refusal(items, rotaries) is None
+        ):
             return "triton"
-        if devices == {"cpu"} and _native_problem(items) is None:
+        if devices == {"cpu"} and rope_cpu.refusal(items) is None:
             return "native"
         return "eager"
     if backend == "triton":
-        problem = _triton_tables_problem(items) or _triton_problem(items, rotaries)
+        problem = rope_triton.refusal(items, rotaries, named=True)
     else:
-        problem = _native_problem(items)
+        problem = rope_cpu.refusal(items)
     if problem is not None:
         error, message = problem
         raise error(message)
@@ -163,103 +155,6 @@ def _transformed() -> bool:
     """Whether a torch.func transform (vmap, grad, …) is active: the kernels' ops do not support them.
     (torch.compile traces such code itself, so the question is not asked while it traces.)"""
     return not torch.compiler.is_compiling() and torch._C._are_functorch_transforms_active()
-
-
-def _enlarge_problem(name: str, x: torch.Tensor, cos: torch.Tensor, kernel: str) -> _Problem:
-    return (
-        ValueError,
-        f"cos/sin of shape {tuple(cos.shape)} would enlarge {name} of shape {tuple(x.shape)}; {kernel} "
-        "need their batch to be 1 or the batch of the tensor they rotate (backend='eager' broadcasts)",
-    )
-
-
-#: Why the kernels refuse per-head tables (RoPE-Mixed): they read one table row per position.
-_PER_HEAD_TABLES = (
-    "the kernels read one cos/sin row per position, shared by the heads; per-head tables [b, h, s, r/2] "
-    "rotate on backend='eager' (backend='auto' takes it by itself)"
-)
-
-
-def _native_problem(items: list[_Item]) -> _Problem | None:
-    """Why the C kernel (``native``) cannot take these tensors, or None."""
-    for name, x, cos, sin in items:
-        if x.device.type != "cpu":
-            return ValueError, (
-                f"the native kernel runs CPU tensors, got {name} on {x.device}; backend='auto' picks "
-                "the kernel for the device"
-            )
-        if x.dim() not in (2, 3, 4):
-            return ValueError, (
-                f"the native kernel takes {name} as [b, h, s, d], [b, s, d], [n, s, d] or [s, d], got "
-                f"shape {tuple(x.shape)}"
-            )
-        for table_name, table in (("cos", cos), ("sin", sin)):
-            if _needs_grad(table):
-                return ValueError, (
-                    f"the native kernel does not differentiate {table_name}; use backend='eager' "
-                    "(backend='auto' does so by itself)"
-                )
-        if cos.dim() == 4:
-            return ValueError, _PER_HEAD_TABLES
-        if _enlarges(x, cos):
-            return _enlarge_problem(name, x, cos, "the native kernel does not broadcast; its tables")
-    return None
-
-
-def _triton_tables_problem(items: list[_Item]) -> _Problem | None:
-    """The table dtypes the Triton kernels take when named (``auto`` casts any to float32)."""
-    for name, x, cos, sin in items:
-        if cos.dtype != sin.dtype:
-            return TypeError, f"cos and sin must have the same dtype, got cos {cos.dtype} and sin {sin.dtype}"
-        if cos.dtype not in (torch.float32, torch.float64, x.dtype):
-            return TypeError, (
-                f"cos and sin must be float32, float64 or {name}'s dtype {x.dtype}, got {cos.dtype}"
-            )
-    return None
-
-
-def _triton_problem(items: list[_Item], rotaries: list[int]) -> _Problem | None:
-    """Why the Triton kernels cannot take these tensors (in one launch), or None."""
-    _, q, _, _ = items[0]
-    for name, x, cos, sin in items:
-        if x.dtype not in rope_triton.DTYPES:
-            return (
-                TypeError,
-                f"{name} must be float16, bfloat16 or float32 for the Triton kernels, got {x.dtype}",
-            )
-        if x.dtype != q.dtype:
-            return TypeError, f"q and k must have the same dtype, got q {q.dtype} and k {x.dtype}"
-        if x.shape[-1] > rope_triton.MAX_D_HEAD:
-            return ValueError, (
-                f"{name} has head width {x.shape[-1]}; the Triton kernels take at most "
-                f"{rope_triton.MAX_D_HEAD} (MAX_D_HEAD)"
-            )
-        if x.dim() not in (2, 3, 4):
-            return ValueError, (
-                f"{name} must be [b, h, s, d], [b, s, d], [n, s, d] or [s, d], got {tuple(x.shape)}"
-            )
-        for table_name, table in (("cos", cos), ("sin", sin)):
-            if _needs_grad(table):
-                return ValueError, (
-                    f"the Triton kernels do not differentiate {table_name}; use apply_rope(..., backend='eager')"
-                )
-        if cos.dim() == 4:
-            return ValueError, _PER_HEAD_TABLES
-        if x.device != q.device:
-            return ValueError, f"q is on {q.device} and k on {x.device}; they must share a device"
-        if x.device.type != "cuda" and not (x.device.type == "cpu" and rope_triton.interpreting()):
-            return ValueError, (
-                "the Triton kernels run CUDA tensors, or CPU tensors under TRITON_INTERPRET=1 (Triton's "
-                f"interpreter); got a tensor on {x.device}. backend='auto' takes the native kernel there"
-            )
-        if _enlarges(x, cos):
-            return _enlarge_problem(name, x, cos, "the Triton kernels do not broadcast; their tables")
-    if len(items) == 2 and (rotaries[1], items[1][1].shape[-1]) != (rotaries[0], q.shape[-1]):
-        return ValueError, (
-            "one launch needs q and k of the same head width and rotary_dim, got head widths "
-            f"{q.shape[-1]} and {items[1][1].shape[-1]}, rotary_dim {rotaries[0]} and {rotaries[1]}"
-        )
-    return None
 
 
 #: Where :func:`apply_rope` and :func:`apply_rope_qk` rotate (:data:`posenc.backends.ROPE`); the older
