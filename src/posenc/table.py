@@ -1,9 +1,10 @@
 """A table as data (title, aligned columns, rows of formatted strings, notes) and one writer per format.
 
 The same :class:`Table` becomes GitHub-flavoured Markdown (:func:`to_markdown`), an HTML fragment
-(:func:`to_html`) or a ``rich`` table for the terminal (:func:`to_rich`). Cells are plain text, already
-formatted by the caller (``f"{ms:.2f}"``); each writer escapes what its format would otherwise read as
-markup, so a cell shows exactly its characters everywhere. A leaf module: it imports nothing of posenc.
+(:func:`to_html`), a ``rich`` table for the terminal (:func:`to_rich`) or aligned plain text where rich
+is not installed (:func:`to_text`). Cells are plain text, already formatted by the caller
+(``f"{ms:.2f}"``); each writer escapes what its format would otherwise read as markup, so a cell shows
+exactly its characters everywhere. A leaf module: it imports nothing of posenc.
 
 Example::
 
@@ -158,6 +159,30 @@ def to_html(table: Table, *, cell_class: Callable[[str], str | None] | None = No
         parts.append(f"<tfoot>{notes}</tfoot>")
     parts.append("</table>")
     return "".join(parts)
+
+
+# --- plain text ---------------------------------------------------------------------------------
+
+
+def to_text(table: Table) -> str:
+    """Aligned plain text: the title, the headers over a rule, the rows, the notes; what the ``posenc``
+    command prints where rich is not installed. A cell's line breaks become spaces."""
+    header = [" ".join(c.header.splitlines()) for c in table.columns]
+    rows = [[" ".join(cell.splitlines()) for cell in row] for row in table.rows]
+    widths = [max(len(text) for text in column) for column in zip(header, *rows, strict=True)]
+    justify = {"left": str.ljust, "right": str.rjust, "center": str.center}
+
+    def line(cells: Sequence[str]) -> str:
+        aligned = (
+            justify[c.align](text, width) for c, text, width in zip(table.columns, cells, widths, strict=True)
+        )
+        return "  ".join(aligned).rstrip()
+
+    lines = [table.title] if table.title else []
+    lines += [line(header), "  ".join("-" * width for width in widths)]
+    lines += [line(row) for row in rows]
+    lines += table.notes
+    return "\n".join(lines)
 
 
 # --- terminal (rich) ------------------------------------------------------------------------------

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from posenc.table import Table, to_rich
+from posenc._extras import installed
+from posenc.table import Table, to_rich, to_text
 
 if TYPE_CHECKING:  # rich is imported when something is printed
     import rich.console
@@ -46,12 +48,23 @@ class Lines:
             raise self.closed
 
 
-def console(wide: bool = False) -> rich.console.Console:
+class Plain:
+    """What :func:`console` gives where rich is not installed (``pip install posenc`` alone): lines on
+    stdout, rich's style tags (``[green]``) removed; :func:`print_table` writes tables as plain text."""
+
+    def print(self, text: object, *, markup: bool = True) -> None:
+        print(re.sub(r"\[/?[a-z]+\]", "", str(text)) if markup else text)
+
+
+def console(wide: bool = False) -> rich.console.Console | Plain:
     """A rich console on stdout; ``wide``: 200 columns when stdout is not a terminal (files, pipes).
+    Without rich, a :class:`Plain` one.
 
     On a closed stdout it raises BrokenPipeError, which :func:`posenc.cli.main` ends quietly with 141;
     rich's own handling would exit with 1, the status ``posenc verify`` keeps for "the claim fails".
     """
+    if not installed("rich"):
+        return Plain()
     from rich.console import Console
 
     class _Console(Console):
@@ -66,7 +79,12 @@ def print_table(
     table: Table,
     *,
     cell_style: Callable[[str], str | None] | None = None,
-    out: rich.console.Console | None = None,
+    out: rich.console.Console | Plain | None = None,
 ) -> None:
-    """Print ``table`` with the rich writer of :mod:`posenc.table` (on ``out`` or a new console)."""
-    (out or console()).print(to_rich(table, cell_style=cell_style))
+    """Print ``table`` with the rich writer of :mod:`posenc.table` (on ``out`` or a new console), or as
+    plain text on a :class:`Plain` console."""
+    out = out or console()
+    if isinstance(out, Plain):
+        out.print(to_text(table) + "\n", markup=False)
+    else:
+        out.print(to_rich(table, cell_style=cell_style))
