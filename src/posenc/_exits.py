@@ -10,6 +10,7 @@ import os
 import re
 import sys
 
+from posenc._extras import MissingExtra
 from posenc._memory import out_of_memory
 
 #: Exit status when stdout's reader has gone (``posenc … | head -1``): 128 + SIGPIPE, what a shell reports
@@ -18,7 +19,8 @@ from posenc._memory import out_of_memory
 BROKEN_PIPE = 141
 #: Exit status when a plugin's own code raised: its traceback is shown, and the plugin named.
 PLUGIN_FAILED = 1
-#: Exit status of bad input (the message names the argument and value) and of sizes that do not fit.
+#: Exit status of bad input (the message names the argument and value), of a missing extra (it names
+#: what to install) and of sizes that do not fit.
 BAD_INPUT = 2
 
 _TRIED = re.compile(r"tried to allocate (\d+) bytes|tried to allocate ([\d.]+ [KMGT]iB)", re.IGNORECASE)
@@ -53,15 +55,16 @@ def stdout_closed() -> int:
 
 def failure(where: str, error: BaseException) -> int:
     """How a command that raised ``error`` ends: a bug in a plugin's code with its traceback, naming the
-    plugin (status 1); bad input in one line (2, the message names the argument and value); sizes that
-    do not fit in memory in one line (2); anything else, a bug of posenc's, raised as it is."""
+    plugin (status 1); bad input in one line (2, the message names the argument and value), and so a
+    missing extra (the message names what to install); sizes that do not fit in memory in one line (2);
+    anything else, a bug of posenc's, raised as it is."""
     from posenc import plugins
 
     plugin = plugins.plugin_in_traceback(error)
     if plugin is not None:
         plugins.print_plugin_failure(where, plugin, error)
         return PLUGIN_FAILED
-    if isinstance(error, ValueError | TypeError):
+    if isinstance(error, ValueError | TypeError | MissingExtra):
         print(f"{where}: error: {error}", file=sys.stderr)
         return BAD_INPUT
     if isinstance(error, MemoryError | RuntimeError) and out_of_memory(error):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from posenc._extras import require
 from posenc._paths import writable_folder
 from posenc.cli.output import Lines
 
@@ -22,6 +23,7 @@ def configure(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """Write each figure of ``args.name`` into ``--out`` and print its path; a closed stdout stops the
     paths, not the figures (exit 141 once every figure is written)."""
+    require("matplotlib", "plots", "drawing figures")
     from posenc.plots import gallery
 
     names = gallery.names() if args.name == "all" else [args.name]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from posenc._extras import require
 from posenc._paths import writable_folder
 
 
@@ -25,6 +26,8 @@ def configure(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write the report (after checking ``--out`` and ``--lab-db``) and say where."""
+    for module in ("matplotlib", "rich"):  # its figures, its progress bar
+        require(module, "report", "the report")
     writable_folder(args.out, "--out")
     _check_lab_db(args.lab_db)
     from posenc.report import build_report

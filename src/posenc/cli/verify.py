@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from posenc._extras import require
 from posenc._paths import writable_file
 from posenc.cli import options
 from posenc.cli.output import console, print_table
@@ -204,6 +205,8 @@ def run(args: argparse.Namespace) -> int:
     _check_mode(args)
     if args.names or args.all:
         return _run_table(args)
+    if args.out is not None:
+        require("matplotlib", "plots", "the flat-line plot (--out)")
     out = None if args.out is None else writable_file(plot_path(args.out), "--out")
     result = verify_sinusoidal(args.d_model, args.seq_len, args.distances, args.base, args.dtype)
     tolerance = TOLERANCES[args.dtype] if args.tolerance is None else args.tolerance

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from posenc._exits import failure, stdout_closed
+from posenc._extras import require
 from posenc._paths import writable_folder
 from posenc.lab.records import DEFAULT_DB
 
@@ -342,6 +343,11 @@ def _interrupted(args: argparse.Namespace) -> str:
     return f"posenc lab {args.lab_command}: interrupted"
 
 
+#: Lab command -> the modules it needs beyond torch: run's progress display; report's figures and its
+#: rendering on a terminal.
+NEEDS = {"run": ("rich",), "report": ("matplotlib", "rich")}
+
+
 def main(args: argparse.Namespace) -> int:
     """Run the chosen lab subcommand; 0 on success, 2 on bad input (the message names it) and on sizes
     that do not fit in memory, 130 when interrupted (Ctrl-C: one line on stderr, no traceback), 141
@@ -349,6 +355,8 @@ def main(args: argparse.Namespace) -> int:
     handlers = {"run": _run, "report": _report, "presets": _presets}
     where = f"posenc lab {args.lab_command}"
     try:
+        for module in NEEDS.get(args.lab_command, ()):
+            require(module, "lab", "the lab")
         code = handlers[args.lab_command](args)
         sys.stdout.flush()  # here, where a closed pipe is caught, rather than at exit
         return code

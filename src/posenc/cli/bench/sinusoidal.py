@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from posenc._extras import require
 from posenc._paths import writable_file
 from posenc.cli.bench.options import add_json, add_rounds
 from posenc.cli.options import position_count, positive_int
@@ -60,6 +61,7 @@ def errors_table(result: dict) -> Table:
 def run(args: argparse.Namespace) -> int:
     """Time, write ``--json``, print the two tables: the file first, so that a closed stdout
     (``… | head -1``, exit 141) does not discard what was measured."""
+    require("mpmath", "bench", "the exact reference of the precision table")
     from posenc.bench import sinusoidal
 
     json_path = None if args.json is None else writable_file(args.json, "--json")
