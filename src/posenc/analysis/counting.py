@@ -50,11 +50,10 @@ def sentence_counts(
     and fixed random projections (drawn from ``seed``: an untrained stand-in for a model's).
 
     Raises:
-        TypeError: an encoding without ``counted_positions``.
+        TypeError: an encoding that declares no ``counted_positions`` view.
         ValueError: no words, a width below 1.
     """
-    count = getattr(encoding, "counted_positions", None)
-    if not callable(count):
+    if "counted_positions" not in encoding.views:
         raise TypeError(f"{type(encoding).__name__} gives no counted_positions(q, k) view")
     words = tuple(str(word) for word in words)
     if not words:
@@ -62,7 +61,8 @@ def sentence_counts(
     d_head = encoding.d_head or 16
     q, k = _projections(words, d_head, check_positive_int("width", width), seed)
     with torch.no_grad():
-        counted = count(q, k)[0, 0, -1].to(torch.float64)  # [s]: the last query to every key
+        counted = encoding.counted_positions(q, k)[0, 0, -1]  # [s]: the last query to every key
+    counted = counted.to(torch.float64)
     token_count = torch.arange(len(words), 0, -1, dtype=torch.float64)  # s − j
     return CountedPositions(words, counted, token_count)
 

@@ -49,15 +49,14 @@ def patch_similarity(
     positions = _grid_positions(encoding, grid)
     index = row * w + col
     with torch.no_grad():
-        codes = encoding.codes(positions)
-        if codes is not None:
-            codes = codes.to(torch.float64)
+        if "codes" in encoding.views:
+            codes = encoding.codes(positions).to(torch.float64)
             similarity = torch.nn.functional.cosine_similarity(codes[index : index + 1], codes, dim=-1)
             return similarity.reshape(h, w)
         if encoding.kind == "rotary":
             return _rotated_similarity(encoding, positions, index).reshape(h, w)
-        bias = encoding.bias(positions[index : index + 1], positions)
-        if bias is not None:
+        if "bias" in encoding.views:
+            bias = encoding.bias(positions[index : index + 1], positions)
             return bias.to(torch.float64)[..., 0, :].reshape(-1, h * w).mean(0).reshape(h, w)
     raise ValueError(f"{type(encoding).__name__} gives no codes, rotation or bias to compare patches with")
 
@@ -83,10 +82,10 @@ def grid_bias(
     row, col = (h // 2, w // 2) if patch is None else patch
     positions = _grid_positions(encoding, grid)
     index = row * w + col
+    if "bias" not in encoding.views:
+        raise ValueError(f"{type(encoding).__name__} gives no bias")
     with torch.no_grad():
         bias = encoding.bias(positions[index : index + 1], positions)
-    if bias is None:
-        raise ValueError(f"{type(encoding).__name__} gives no bias")
     return bias.to(torch.float64)[:, 0, :].reshape(-1, h, w)
 
 

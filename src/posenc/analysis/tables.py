@@ -19,10 +19,10 @@ def code_table(encoding: PositionalEncoding, length: int) -> torch.Tensor:
     """The codes of positions 0 … length−1, one row per position, float64 ``[T, d_model]``.
 
     Raises:
-        TypeError: an encoding that adds no code to the embeddings (its ``codes`` gives None).
+        TypeError: an encoding that declares no ``codes`` view.
         ValueError: a non-positive ``length``, or one past a learned table's ``max_len``.
     """
-    if encoding.codes(encoding.along_line(torch.arange(1))) is None:
+    if "codes" not in encoding.views:
         raise TypeError(f"encoding must add a code per position, and {type(encoding).__name__} adds none")
     length = check_positive_int("length", length)
     with torch.no_grad():  # on several axes, along the diagonal
@@ -86,12 +86,11 @@ def swin_offset_table(encoding: PositionalEncoding) -> torch.Tensor:
     token dy rows and dx columns before it (dy = y_query − y_key, dx = x_query − x_key).
 
     Raises:
-        TypeError: an encoding without a table of 2-D offsets.
+        TypeError: an encoding that declares no ``offset_table`` view.
     """
-    offset_table = getattr(encoding, "offset_table", None)
-    if offset_table is None:
+    if "offset_table" not in encoding.views:
         raise TypeError(f"encoding must hold a table of 2-D offsets (Swin), got {type(encoding).__name__}")
-    return offset_table()  # [h, 2Wh−1, 2Ww−1]
+    return encoding.offset_table()  # [h, 2Wh−1, 2Ww−1]
 
 
 def t5_bucket_map(

@@ -41,11 +41,14 @@ def rotation_trajectory(
         positions: positions ``[n]`` (an int n means 0 … n−1).
 
     Raises:
-        TypeError: an encoding that is not rotary.
+        TypeError: an encoding without a ``rotary_spectrum`` view (the channels its pairs turn).
         ValueError: a vector that is not ``[d_head]``, non-integer positions.
     """
-    if encoding.kind != "rotary":
-        raise TypeError(f"encoding must be rotary, got {type(encoding).__name__} of kind {encoding.kind!r}")
+    if "rotary_spectrum" not in encoding.views:
+        raise TypeError(
+            f"encoding must be rotary with a rotary_spectrum view, got {type(encoding).__name__} of kind "
+            f"{encoding.kind!r}"
+        )
     if not isinstance(vector, torch.Tensor) or tuple(vector.shape) != (encoding.d_head,):
         shape = tuple(vector.shape) if isinstance(vector, torch.Tensor) else type(vector).__name__
         raise ValueError(f"vector must be a tensor [d_head={encoding.d_head}], got {shape}")
@@ -53,5 +56,6 @@ def rotation_trajectory(
     x = vector.detach().to(torch.float64).expand(1, 1, positions.shape[0], encoding.d_head)  # [1, 1, n, d]
     with torch.no_grad():
         rotated, _ = encoding.rotate(x, x, positions, positions)  # [1, 1, n, d]
-    first, second = pair_channels(encoding.rotary_dim, encoding.layout)
+    spectrum = encoding.rotary_spectrum()
+    first, second = pair_channels(spectrum.rotary_dim, spectrum.layout)
     return torch.stack((rotated[0, 0][:, first], rotated[0, 0][:, second]), dim=-1)  # [n, r/2, 2]

@@ -4,9 +4,9 @@
 bounded values, unique codes, dot products that depend only on distance (and their closed form),
 PE(pos + k) as a fixed linear map of PE(pos), relative position in the attention logits, decay
 of similarity with distance, parameters as a function of L, d and h, and float error at
-positions up to 2^21. A claim that does not concern an encoding, or needs a view the encoding does
-not give (``codes``, ``rotation_tables``, ``frequency_pieces`` …), is returned with ``holds=None`` and
-the reason it does not apply, so every encoding has the same rows. A claim whose measurement raises is
+positions up to 2^21. A claim that does not concern an encoding, or needs a view it does not declare
+(``views``: ``codes``, ``rotation_tables``, ``frequencies`` …), is returned with ``holds=None`` and the
+reason it does not apply, so every encoding has the same rows. A claim whose measurement raises is
 returned with the error (verdict ``error``, ``holds=False``): one failing hook never hides the others.
 """
 
@@ -109,25 +109,27 @@ def _worst(values: Iterable[float]) -> float:
 
 def _codes(encoding: PositionalEncoding, length: int) -> torch.Tensor | None:
     """The position codes ``[T, d]`` in float64 (what ``embed`` adds or concatenates), or None."""
+    if "codes" not in encoding.views:
+        return None
     with torch.no_grad():
-        codes = encoding.codes(encoding.along_line(torch.arange(length)))
-    return None if codes is None else codes.to(torch.float64)
+        return encoding.codes(encoding.along_line(torch.arange(length))).to(torch.float64)
 
 
 def _rotary_codes(encoding: PositionalEncoding, length: int) -> torch.Tensor | None:
     """The rotation of each position as a code ``[T, r]``: (cos mθ_k, sin mθ_k) for every pair k, or None."""
-    tables = encoding.rotation_tables(encoding.along_line(torch.arange(length)))  # [T, r/2] each, float64
-    return None if tables is None else torch.cat(tables, dim=-1)
+    if "rotation_tables" not in encoding.views:
+        return None
+    return torch.cat(encoding.rotation_tables(encoding.along_line(torch.arange(length))), dim=-1)
 
 
-#: Why a bias claim has nothing to measure on a bias encoding whose ``bias`` gives None.
-NO_BIAS = "it gives no bias view (bias is None): its scores are not a bias of positions alone"
+#: Why a bias claim has nothing to measure on a bias encoding that declares no ``bias`` view.
+NO_BIAS = "it gives no bias view: its scores are not a bias of positions alone"
 
 
 def _no_codes(encoding: PositionalEncoding) -> str:
-    """Why a claim about position codes has nothing to measure on an encoding whose ``codes`` gives None."""
+    """Why a claim about position codes has nothing to measure on an encoding without a ``codes`` view."""
     if encoding.kind == "additive":
-        return "it gives no codes view (codes is None): the code embed joins is not exposed to measure"
+        return "it gives no codes view: the code embed joins is not exposed to measure"
     return "acts inside attention: see 'relative' for its shift test"
 
 
@@ -162,12 +164,12 @@ def _bias_sides(encoding: PositionalEncoding, length: int) -> list[torch.Tensor]
     """The bias of each head, in its own dtype, at distances 0 … length−1 from the query at length−1:
     ``[[h, T]]`` for keys before the query (j = i − d), and a second ``[h, T]`` for keys after it
     (j = i + d) when the encoding is ``two_sided``; None where it gives no bias view."""
+    if "bias" not in encoding.views:
+        return None
     line = encoding.along_line
     keys = torch.arange(2 * length - 1 if encoding.two_sided else length)  # the query in the middle
     with torch.no_grad():
         bias = encoding.bias(line(torch.tensor([length - 1])), line(keys))  # [h, 1, T or 2T − 1]
-    if bias is None:
-        return None
     before = bias[:, 0, :length].flip(-1)  # [h, T]: distance d at column d
     return [before] if keys.numel() == length else [before, bias[:, 0, length - 1 :]]
 
@@ -207,7 +209,7 @@ def bounded(encoding: PositionalEncoding, length: int) -> Property:
     codes = _codes(encoding, length)
     if codes is not None:
         value = float(codes.abs().max())
-        if encoding.frequencies() is not None:
+        if "frequencies" in encoding.views:
             why = "the codes are sin and cos pairs: they lie in [−1, 1] at every position"
         elif trainable_parameters(encoding):
             why = "measured on the current codes: nothing bounds a learned table by construction"
@@ -578,13 +580,12 @@ def precision(encoding: PositionalEncoding, length: int) -> Property:
         return _not_applicable(
             "precision", f"it holds positions 0 … {limit - 1} only: positions up to 2^21 are refused"
         )
-    positions = _precision_positions()
-    first = encoding.along_line(positions[:1])
-    if encoding.codes(first) is not None:
+    positions, views = _precision_positions(), encoding.views
+    if "codes" in views:
         return _code_precision(encoding, positions)
-    if encoding.rotation_tables(first) is not None:
+    if "rotation_tables" in views:
         return _rotation_precision(encoding, positions)
-    if encoding.distance_bias(positions[:1]) is not None:
+    if "distance_bias" in views:
         return _bias_precision(encoding, positions)
     return _not_applicable("precision", _no_arithmetic(encoding))
 
@@ -599,10 +600,9 @@ def _no_arithmetic(encoding: PositionalEncoding) -> str:
 
 def _code_precision(encoding: PositionalEncoding, positions: torch.Tensor) -> Property:
     """The float32 codes ``embed`` adds against the exact sin/cos of the encoding's frequencies."""
-    pieces = encoding.frequency_pieces()
-    if pieces is None:
+    if "frequencies" not in encoding.views:
         return _not_applicable("precision", "no exact reference for its codes (they are not sin/cos pairs)")
-    cos, sin = exact_cos_sin(positions, pieces)  # [n, d/2] float64
+    cos, sin = exact_cos_sin(positions, encoding.frequency_pieces())  # [n, d/2] float64
     exact = torch.stack((sin, cos), dim=-1).flatten(-2)  # [n, d]: sin at 2k, cos at 2k+1
     approx = torch.cat(
         [
@@ -622,10 +622,9 @@ def _code_precision(encoding: PositionalEncoding, positions: torch.Tensor) -> Pr
 
 def _rotation_precision(encoding: PositionalEncoding, positions: torch.Tensor) -> Property:
     """The rotation's cos/sin tables in float32 against the exact ones, beside the float32-angle recipe."""
-    pieces = encoding.frequency_pieces()
-    if pieces is None:
+    if "frequencies" not in encoding.views:
         return _not_applicable("precision", "no fixed frequencies: they follow the length (dynamic NTK)")
-    frequencies = pieces.sum(dim=-1)
+    frequencies = encoding.frequencies()
     exact = torch.cat(exact_cos_sin(positions, split_frequencies(frequencies)), dim=-1)  # [n, r] float64
     scale = _rotation_factor(encoding)  # [1, r]
     posenc = torch.cat([_rotation_table(encoding, part) for part in _calls(positions)])  # [n, r]

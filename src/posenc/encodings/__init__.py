@@ -10,7 +10,7 @@ import re
 
 from posenc import plugins
 from posenc.encodings.additive import AdditiveEncoding
-from posenc.encodings.base import KINDS, PositionalEncoding, SeedRow, resolve_positions
+from posenc.encodings.base import KINDS, VIEWS, PositionalEncoding, SeedRow, resolve_positions
 from posenc.encodings.bias import ALiBi, BiasEncoding, SwinRelativeBias, T5RelativeBias
 from posenc.encodings.cope import ContextualPositionEncoding
 from posenc.encodings.deberta import DisentangledAttention
@@ -39,7 +39,7 @@ def register(name: str, cls: type[PositionalEncoding]) -> type[PositionalEncodin
     Raises:
         TypeError: ``cls`` is not a ``PositionalEncoding`` subclass.
         ValueError: a name that is not lower-case letters, digits and underscores, one already taken by
-            another class, or a ``kind`` outside KINDS.
+            another class, a ``kind`` outside KINDS, or declared ``views`` that are not a set of VIEWS.
     """
     if not (isinstance(cls, type) and issubclass(cls, PositionalEncoding)):
         raise TypeError(f"cls must be a PositionalEncoding subclass, got {cls!r}")
@@ -49,6 +49,9 @@ def register(name: str, cls: type[PositionalEncoding]) -> type[PositionalEncodin
         raise ValueError(f"encoding name {name!r} is taken by {ENCODINGS[name].__name__}")
     if cls.kind not in KINDS:
         raise ValueError(f"{cls.__name__}.kind must be one of {', '.join(KINDS)}, got {cls.kind!r}")
+    views = cls.views  # a class attribute, or the property of an encoding whose views follow its settings
+    if not isinstance(views, property) and not (isinstance(views, frozenset | set) and views <= set(VIEWS)):
+        raise ValueError(f"{cls.__name__}.views must be a set of {', '.join(VIEWS)}, got {views!r}")
     ENCODINGS[name] = cls
     plugins.remember_class(cls)  # a class from outside posenc: its errors are its author's to see
     return cls
@@ -128,6 +131,7 @@ __all__ = [
     "RotaryEncoding",
     "SeedRow",
     "SinusoidalEncoding",
+    "VIEWS",
     "available",
     "build",
     "encoding_class",

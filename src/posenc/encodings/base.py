@@ -10,9 +10,10 @@ An encoding also says, in its own file, everything the rest of posenc needs to k
 to build it for a model of a given shape (``model_arguments``), the representative instance that
 analysis and figures show (``specimen_kwargs``), its row of seed 004's comparison table
 (``seed_row``), the lab tasks it does not apply to and why (``lab_not_applicable``), its figures
-(``figures``) and its parameter count (``count_parameters``). The defaults here serve an encoding
-that declares none of them: analysis, figures and the report read only the views an encoding gives
-(``codes``, ``rotation_tables``, ``frequencies`` …) and skip, with a reason, what needs one it lacks.
+(``figures``), its parameter count (``count_parameters``) and its cells of ``posenc list``
+(``where_it_acts``, ``used_by``). The defaults here serve an encoding that declares none of them:
+analysis, figures and the report read only the views it declares (``views``: ``codes``,
+``rotation_tables``, ``frequencies`` …) and skip, with a reason, what needs one it lacks.
 
 Notation used for tensor shapes:
     b batch, s sequence, h heads, d width (d_head per head), i / j query / key positions.
@@ -40,6 +41,30 @@ KINDS = ("additive", "rotary", "bias", "none")
 MODEL_SIZES = ("d_model", "n_heads", "d_head", "max_len")
 #: The model the specimen of an encoding is built for when it declares no ``specimen_kwargs``.
 SPECIMEN_MODEL = {"d_model": 64, "n_heads": 8, "max_len": 256, "causal": True}
+#: The views an encoding may give, by the name ``views`` declares each under (the method of that name;
+#: "frequencies" also ``frequency_pieces``, "bias" also ``score_mod``: a bias of positions alone).
+VIEWS = (
+    "codes",
+    "rotation_tables",
+    "frequencies",
+    "rotary_spectrum",
+    "bias",
+    "distance_bias",
+    "bucketing",
+    "bucket_table",
+    "offset_table",
+    "counted_positions",
+)
+#: The methods whose definition in a class declares a view where the class declares no ``views``.
+_VIEW_METHODS = {"frequencies": ("frequency_pieces", "frequencies"), "bias": ("bias", "score_mod")}
+#: Where an encoding of each kind acts, for one that declares no ``where_it_acts``.
+PLACES = {
+    "additive": "added to the token embeddings",
+    "rotary": "rotates queries and keys",
+    "bias": "biases the attention scores",
+    "none": "nowhere",
+}
+NOT_DECLARED = "not declared"
 
 
 def trainable_parameters(module: nn.Module) -> int:
@@ -136,6 +161,38 @@ class SeedRow:
     relative_position: str  # No | Implicit | Explicit
 
 
+@dataclass(frozen=True)
+class RotarySpectrum:
+    """What a rotation turns: its rotated channels r, the base of its unscaled θ_k = base^(−2k/r) and the
+    layout pairing its channels (``"half"``: k with k + r/2; ``"interleaved"``: 2k with 2k + 1)."""
+
+    rotary_dim: int
+    base: float
+    layout: str
+
+
+class _ByKind:
+    """A class attribute whose value, for a class that declares none, is its ``kind``'s in ``values``."""
+
+    def __init__(self, values: Mapping[str, str]) -> None:
+        self.values = values
+
+    def __get__(self, instance: object, owner: type) -> str:
+        return self.values.get(owner.kind, NOT_DECLARED)
+
+
+def defined_views(cls: type[PositionalEncoding]) -> frozenset[str]:
+    """The views whose method ``cls`` defines (overriding the base's None): the views of a class that
+    declares no ``views``."""
+    return frozenset(
+        view
+        for view in VIEWS
+        if any(
+            getattr(cls, m) is not getattr(PositionalEncoding, m) for m in _VIEW_METHODS.get(view, (view,))
+        )
+    )
+
+
 class PositionalEncoding(nn.Module):
     """Base class: every hook has a working default; subclasses override the ones where they act.
 
@@ -156,7 +213,9 @@ class PositionalEncoding(nn.Module):
         grid_not_applicable: why the lab's grid task (2-D image patches) does not apply (None: it does;
             an encoding of one axis reads the patches' raster index).
         figures: figure kind -> caption (None: the gallery's caption) of the figures drawn of it; None
-            draws the defaults of its kind.
+            draws the defaults of its kind that its ``views`` allow.
+        where_it_acts, used_by: its cells of ``posenc list`` (the README's table); undeclared: its kind's
+            place (:data:`PLACES`) and "not declared".
     """
 
     kind: str = "none"
@@ -171,6 +230,8 @@ class PositionalEncoding(nn.Module):
     lab_not_applicable: ClassVar[str | None] = None
     grid_not_applicable: ClassVar[str | None] = None
     figures: ClassVar[Mapping[str, str | None] | None] = None
+    where_it_acts: ClassVar[str] = _ByKind(PLACES)
+    used_by: ClassVar[str] = NOT_DECLARED
     #: Buffers derived from hyper-parameters and kept in float64: a dtype conversion of the module
     #: (``.to(torch.bfloat16)``) empties them instead of rounding them; they are rebuilt on demand.
     exact_buffers: tuple[str, ...] = ()
@@ -373,6 +434,14 @@ class PositionalEncoding(nn.Module):
 
     # --- optional views that analysis reads; None where they do not apply ---------------------------
 
+    @property
+    def views(self) -> frozenset[str]:
+        """The views (names of :data:`VIEWS`) this encoding gives: analysis, figures and the report read
+        these and no others, and never call a view to learn whether it is there. Undeclared: those whose
+        method the class defines (:func:`defined_views`). A class attribute ``views`` declares them; an
+        encoding whose views follow its settings overrides this property (RoPE-Mixed gives no tables)."""
+        return defined_views(type(self))
+
     def codes(self, positions: torch.Tensor) -> torch.Tensor | None:
         """The code ``[..., d_model]`` ``embed`` joins to the embeddings at integer positions, or None."""
         return None
@@ -397,6 +466,28 @@ class PositionalEncoding(nn.Module):
         """The angular frequencies ω_k, float64 ``[pairs]``, or None (the sum of ``frequency_pieces``)."""
         pieces = self.frequency_pieces()
         return None if pieces is None else pieces.sum(dim=-1)
+
+    def rotary_spectrum(self) -> RotarySpectrum | None:
+        """The rotated channels, base and layout of a rotation of sin/cos pairs, or None."""
+        return None
+
+    def bucketing(self) -> tuple[int, int] | None:
+        """(num_buckets, max_distance) of T5's buckets of relative positions, where the bias is a table
+        indexed by them (:func:`posenc.functional.t5_relative_bucket`), or None."""
+        return None
+
+    def bucket_table(self) -> torch.Tensor | None:
+        """The learned bias per bucket and head, float64 ``[buckets, h]``, or None."""
+        return None
+
+    def offset_table(self) -> torch.Tensor | None:
+        """The bias per head on the grid of 2-D offsets of a window, float64 ``[h, 2Wh−1, 2Ww−1]``, or None."""
+        return None
+
+    def counted_positions(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | None:
+        """Positions counted from queries ``[b, h, i, d]`` and keys ``[b, h_kv, j, d]`` (CoPE's gates),
+        ``[b, h, i, j]``, or None."""
+        return None
 
     def closed_form_dot(self, distances: torch.Tensor) -> torch.Tensor | None:
         """The dot product of two codes at each distance ``[n]`` by a closed form, or None."""

@@ -91,6 +91,8 @@ class ContextualPositionEncoding(PositionalEncoding):
         "npos_max·d_head (one table shared by the heads; npos_max a setting, L + 1 in a model)"
     )
     label = "CoPE"
+    where_it_acts = "reads q and k: q·e(p) at positions counted by gates σ(q·k)"
+    used_by = "CoPE"
     contextual_positions = True
     specimen_kwargs = {"d_head": 8, "npos_max": 65, "init_std": 0.5}
     figures = {

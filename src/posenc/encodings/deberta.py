@@ -145,6 +145,8 @@ class DisentangledAttention(PositionalEncoding):
 
     kind = "bias"
     label = "DeBERTa"
+    where_it_acts = "reads q and k: content-to-position and position-to-content terms, log buckets"
+    used_by = "DeBERTa v1–v3"
     parameter_formula = (
         "2S·d + 2d (S = position_buckets, 256 by default; the LayerNorm's 2d with layer_norm), "
         "+ d² + d per position term without share_att_key; independent of L"

@@ -120,6 +120,8 @@ class FIRE(PositionalEncoding):
 
     kind = "bias"
     label = "FIRE"
+    where_it_acts = "adds a learned MLP of the progressively interpolated log distance"
+    used_by = "FIRE"
     #: The MLP 1 → H → h with biases, c and the threshold's multiplier.
     parameter_formula = "H·(h + 2) + h + 2 (H = hidden, 32 by default; independent of L)"
     #: A threshold below the 48 positions of the heatmap, so the figures show the interpolation.

@@ -32,6 +32,8 @@ class LearnedEncoding(AdditiveEncoding):
 
     parameter_formula = "L·d"
     label = "Learned"
+    where_it_acts = "added to (or concatenated with) the token embeddings"
+    used_by = "BERT, GPT-2"
     seed_row = SeedRow(2, "Learned", "L × d", "Poor", "No")
     figures = {
         "matrix-rows": "An untrained table is noise: nothing ties one position's row to the next, and there "

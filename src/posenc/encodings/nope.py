@@ -15,6 +15,8 @@ class NoPE(PositionalEncoding):
     kind = "none"
     parameter_formula = "0"
     label = "NoPE"
+    where_it_acts = "nowhere: the control"
+    used_by = "—"
     figures = {
         "logit-shift": "Every change is exactly 0: NoPE never reads positions, so shifting them moves no logit. "
         "Order can reach a NoPE model only through the causal mask.",

@@ -18,7 +18,7 @@ from posenc._validation import (
     check_positive_int,
     check_positive_ints,
 )
-from posenc.encodings.base import PositionalEncoding, SeedRow, resolve_positions
+from posenc.encodings.base import PositionalEncoding, RotarySpectrum, SeedRow, resolve_positions
 from posenc.functional.angles import MAX_POSITION, reduced_angles_unchecked, split_frequencies
 from posenc.functional.rope import (
     LAYOUTS,
@@ -144,6 +144,8 @@ class RotaryEncoding(PositionalEncoding):
     exact_buffers = ("cos_cached", "sin_cached")
     specimen_kwargs = {"d_head": 64}
     label = "RoPE"
+    where_it_acts = "rotates queries and keys"
+    used_by = "LLaMA, GPT-NeoX, GPT-J, Phi-3"
     seed_row = SeedRow(3, "RoPE", "0", "Good", "Explicit")
     figures = {
         "inv-freq-scalings": "Linear divides every frequency by the factor; NTK, dynamic NTK and LongRoPE "
@@ -312,6 +314,19 @@ class RotaryEncoding(PositionalEncoding):
             if axis is not None:
                 self.frequency_axis = axis.to(self.inv_freq_pieces.device)
         return self
+
+    @property
+    def views(self) -> frozenset[str]:
+        """Its rotation tables, frequencies and spectrum; no tables or frequencies for RoPE-Mixed (learned
+        per-head directions), no frequencies where they follow the length (dynamic NTK, LongRoPE)."""
+        if self.mixed:
+            return frozenset({"rotary_spectrum"})
+        fixed = () if self._follows_length else ("frequencies",)
+        return frozenset({"rotation_tables", "rotary_spectrum", *fixed})
+
+    def rotary_spectrum(self) -> RotarySpectrum:
+        """``rotary_dim``, ``base`` (RoPE-Mixed: of its initial magnitudes) and ``layout``."""
+        return RotarySpectrum(self.rotary_dim, self.base, self.layout)
 
     def frequency_pieces(self) -> torch.Tensor | None:
         """θ_k (as scaled) as float64 pieces ``[r/2, 4]``; None for dynamic NTK and LongRoPE's two sets,

@@ -32,6 +32,8 @@ class AxialRotaryEncoding(RotaryEncoding):
 
     specimen_kwargs = {"d_head": 64, "base": 100.0}  # RoPE-ViT's axial base for 14×14 patch grids
     label = "Axial RoPE"
+    where_it_acts = "rotates q and k, each coordinate axis its own channels"
+    used_by = "Flux, RoPE-ViT, EVA-02"
     seed_row = None
     lab_not_applicable = GRID_ONLY
     figures = GRID_FIGURES
@@ -75,6 +77,8 @@ class MultimodalRotaryEncoding(RotaryEncoding):
 
     specimen_kwargs = {"d_head": 128, "sections": (16, 24, 24), "base": 1000000.0}
     label = "M-RoPE"
+    where_it_acts = "rotates q and k, one spectrum split into (t, h, w) sections"
+    used_by = "Qwen2-VL, Qwen2.5-VL, Qwen3-VL"
     seed_row = None
     lab_not_applicable = (
         "on text alone M-RoPE is 1-D RoPE (every axis at the same position); its axes need images or video"
@@ -106,6 +110,8 @@ class MixedRotaryEncoding(RotaryEncoding):
     parameter_formula = "h·d/2·n (per head, a frequency per pair and axis; n = 2 axes)"
     specimen_kwargs = {"d_head": 64, "n_heads": 8}
     label = "RoPE-Mixed"
+    where_it_acts = "rotates q and k by learned per-head directions over the axes"
+    used_by = "RoPE-ViT (RoPE-Mixed)"
     seed_row = None
     lab_not_applicable = GRID_ONLY
     figures = GRID_FIGURES

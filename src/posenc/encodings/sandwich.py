@@ -82,6 +82,8 @@ class Sandwich(PositionalEncoding):
     kind = "bias"
     parameter_formula = "0"
     label = "Sandwich"
+    where_it_acts = "adds the dot product of two sinusoidal codes, per-head scaled"
+    used_by = "Sandwich"
     figures = {
         "bias-heads": "(p_i·p_j − d′/2)·H/(8h): 0 on the diagonal and negative off it, symmetric, one colour "
         "scale; head 0 (the first) falls off most, the last head an eighth as much.",

@@ -121,6 +121,8 @@ class ShawRelativePosition(PositionalEncoding):
 
     kind = "bias"
     label = "Shaw"
+    where_it_acts = "reads q: q·a^K of the clipped distance; optionally relative values"
+    used_by = "Shaw et al., BERT's relative_key"
     parameter_formula = (
         "(2k+1)·d/h, twice with values (k = max_distance, 16 by default; independent of L); "
         "BERT's variants (2L−1)·d/h"

@@ -44,6 +44,8 @@ class SinusoidalEncoding(AdditiveEncoding):
     parameter_formula = "0"
     exact_buffers = ("table",)
     label = "Sinusoidal"
+    where_it_acts = "added to (or concatenated with) the token embeddings"
+    used_by = "the original Transformer"
     seed_row = SeedRow(1, "Sinusoidal", "0", "Moderate", "Implicit")
     figures = {
         "flat-lines": "One flat line per distance: the dot product of two codes is the same wherever the pair "
@@ -116,6 +118,11 @@ class SinusoidalEncoding(AdditiveEncoding):
             return self.table[positions]  # [..., d_model]
         return sinusoidal_table(positions, self.d_model, base=self.base, dtype=torch.float64)
 
+    @property
+    def views(self) -> frozenset[str]:
+        """Its codes, and on one axis their frequencies."""
+        return frozenset({"codes", "frequencies"} if self.axes == 1 else {"codes"})
+
     def frequency_pieces(self) -> torch.Tensor | None:
         """ω_k = base^(−2k/d_model) to 60 digits, as float64 pieces ``[d_model/2, 4]`` (one axis only)."""
         return self._frequency_pieces if self.axes == 1 else None
@@ -157,6 +164,8 @@ class SinusoidalGridEncoding(SinusoidalEncoding):
 
     specimen_kwargs = {"d_model": 64}
     label = "2-D sin-cos (MAE)"
+    where_it_acts = "2-D sin-cos codes of image patches, added to their embeddings"
+    used_by = "MAE, DiT (diffusers)"
     seed_row = None
     lab_not_applicable = (
         "its positions are coordinates on two axes (image patches); the lab's tasks are 1-D sequences"

@@ -103,6 +103,8 @@ class TransformerXLRelative(PositionalEncoding):
 
     kind = "bias"
     label = "Transformer-XL"
+    where_it_acts = "reads q and k: (q + v)·W R_{i−j} + u·k_j over a sinusoidal relative matrix"
+    used_by = "Transformer-XL"
     parameter_formula = "d² + 2·d (W_{k,R}: d×d; u and v: h·d/h each; independent of L)"
     figures = {
         "logit-shift": "Flat at zero: the position terms read R_{i−j}, the code of the distance alone, and u·k_j "

@@ -29,12 +29,12 @@ def count_parameters(encoding: PositionalEncoding) -> int:
 
 def count_fixed(encoding: PositionalEncoding) -> int:
     """Fixed constants the encoding declares (``fixed_buffers``: ALiBi's slopes), never learned."""
-    return sum(int(getattr(encoding, name).numel()) for name in encoding.fixed_buffers)
+    return sum(int(encoding.get_buffer(name).numel()) for name in encoding.fixed_buffers)
 
 
 def parameters_at(encoding: PositionalEncoding, max_len: int, d_model: int) -> int:
     """Learned parameters of this encoding for ``max_len`` positions, its other settings kept."""
-    return encoding.count_parameters(max_len, d_model, getattr(encoding, "n_heads", 0) or 0)
+    return encoding.count_parameters(max_len, d_model, encoding.n_heads or 0)
 
 
 def relative_position(encoding: PositionalEncoding, *, max_positions: int | None = None) -> dict:

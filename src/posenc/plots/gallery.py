@@ -4,8 +4,9 @@ Each encoding names the figures drawn of it, and their captions, in its own file
 kind -> caption); one that names none gets the defaults of its kind (:data:`DEFAULT_FIGURES`) that its
 views allow. This module holds the figure kinds (:data:`KINDS`): how each is drawn from any encoding
 through an analysis function, from the encoding's specimen, so what is drawn is what the analysis
-measures, and which views of the encoding it needs (``codes``, ``rotation_tables`` …): a default
-figure whose view the encoding does not give is left out. Nothing here knows an encoding by name.
+measures, and which of the views an encoding declares (``views``: ``codes``, ``rotation_tables`` …)
+it needs: a default figure whose view the encoding does not declare is left out, and no view is called
+to learn whether it is there. Nothing here knows an encoding by name or reads its own attributes.
 ``figures(name)`` describes them; a figure is computed and drawn only when its spec's ``build`` is
 called.
 """
@@ -81,35 +82,16 @@ class FigureKind:
     needs: Callable[[PositionalEncoding], str | None] = lambda encoding: None  # the view it lacks, or None
 
 
-def _gives_codes(encoding: PositionalEncoding) -> bool:
-    return encoding.codes(encoding.along_line(torch.arange(1))) is not None
+def _needs(*views: str) -> Callable[[PositionalEncoding], str | None]:
+    """A ``needs`` for a figure drawn from any one of ``views``: None where the encoding declares one."""
+
+    def needs(encoding: PositionalEncoding) -> str | None:
+        return None if any(view in encoding.views for view in views) else " or ".join(views)
+
+    return needs
 
 
-def _gives_rotation(encoding: PositionalEncoding) -> bool:
-    return encoding.rotation_tables(encoding.along_line(torch.arange(1))) is not None
-
-
-def _needs_codes(encoding: PositionalEncoding) -> str | None:
-    return None if _gives_codes(encoding) else "codes"
-
-
-def _needs_rotation(encoding: PositionalEncoding) -> str | None:
-    return None if _gives_rotation(encoding) else "rotation_tables"
-
-
-def _needs_codes_or_rotation(encoding: PositionalEncoding) -> str | None:
-    return None if _gives_codes(encoding) or _gives_rotation(encoding) else "codes or rotation_tables"
-
-
-def _needs_frequencies(encoding: PositionalEncoding) -> str | None:
-    return None if encoding.frequencies() is not None else "frequencies"
-
-
-def _needs_bias(encoding: PositionalEncoding) -> str | None:
-    origin = encoding.along_line(torch.arange(1))
-    with torch.no_grad():
-        gives = encoding.bias(origin, origin) is not None
-    return None if gives else "bias"
+_needs_bias = _needs("bias")
 
 
 def _needs_distance_bias(encoding: PositionalEncoding) -> str | None:
@@ -128,16 +110,6 @@ def _needs_grid_bias(encoding: PositionalEncoding) -> str | None:
 
 def _needs_three_axes(encoding: PositionalEncoding) -> str | None:
     return None if encoding.position_columns == 3 else "positions on three axes (t, h, w)"
-
-
-def _needs_attributes(*names: str) -> Callable[[PositionalEncoding], str | None]:
-    """A ``needs`` for a figure that reads attributes of the encoding (T5's buckets, a learned table)."""
-
-    def needs(encoding: PositionalEncoding) -> str | None:
-        missing = [name for name in names if not hasattr(encoding, name)]
-        return None if not missing else " and ".join(missing)
-
-    return needs
 
 
 def _within(encoding: PositionalEncoding, length: int) -> int:
@@ -166,7 +138,7 @@ def _rotation_rows(encoding: PositionalEncoding, length: int) -> torch.Tensor:
 
 
 def _flat(encoding: PositionalEncoding, title: str, name: str) -> Figure:
-    rotary = not _gives_codes(encoding)
+    rotary = "codes" not in encoding.views
     rows = _rotation_rows(encoding, FLAT_LENGTH).flatten(1) if rotary else code_table(encoding, FLAT_LENGTH)
     dots = dot_by_distance(rows, FLAT_DISTANCES)
     closed = encoding.closed_form_dot(torch.tensor(FLAT_DISTANCES))
@@ -185,6 +157,23 @@ def _counted(encoding: PositionalEncoding, title: str) -> Figure:
     return counted_positions(counts.words, counts.counted, counts.token_count, title=title)
 
 
+def _buckets(encoding: PositionalEncoding, title: str) -> Figure:
+    num_buckets, max_distance = encoding.bucketing()
+    relative = torch.arange(-(max_distance + 32), max_distance + 33)
+    buckets = t5_bucket_map(relative, num_buckets=num_buckets, max_distance=max_distance)
+    return bucket_map(relative, buckets, title=title)
+
+
+def _scalings(encoding: PositionalEncoding, title: str) -> Figure:
+    spectrum = encoding.rotary_spectrum()
+    return inv_freq_scalings(scaled_inv_freq(spectrum.rotary_dim, spectrum.base), title=title)
+
+
+def _spectrum_sizes(encoding: PositionalEncoding) -> str:
+    spectrum = encoding.rotary_spectrum()
+    return f"r={spectrum.rotary_dim}, base={spectrum.base:g}"
+
+
 def _table_shape(encoding: PositionalEncoding) -> str:
     return f"T={_rows(encoding)}, d={code_table(encoding, 1).shape[-1]}"
 
@@ -194,50 +183,52 @@ KINDS: dict[str, FigureKind] = {
         lambda label, e: f"{label} codes PE ∈ ℝ^(T×d), one row per position ({_table_shape(e)})",
         lambda e, title, name: encoding_matrix(code_table(e, _rows(e)), layout="rows", title=title),
         "Each row is one position's code.",
-        _needs_codes,
+        _needs("codes"),
     ),
     "matrix-columns": FigureKind(
         lambda label, e: f"{label} codes P ∈ ℝ^(d×n), one column per position ({_table_shape(e)})",
         lambda e, title, name: encoding_matrix(code_table(e, _rows(e)).T, layout="columns", title=title),
         "Each column is one position's code, each row one dimension.",
-        _needs_codes,
+        _needs("codes"),
     ),
     "gram": FigureKind(
         lambda label, e: f"{label} Gram matrix PE_i·PE_j (T={_within(e, GRAM_LENGTH)})",
         lambda e, title, name: gram_heatmap(gram_matrix(code_table(e, _within(e, GRAM_LENGTH))), title=title),
         "The dot product of every two positions' codes: stripes parallel to the diagonal where it "
         "depends on the distance only.",
-        _needs_codes,
+        _needs("codes"),
     ),
     "flat-lines": FigureKind(
         lambda label, e: f"{label}: dot products per distance d (T={FLAT_LENGTH})",
         _flat,
         "One line per distance: flat where the dot product depends on the distance only, dashed where a "
         "closed form predicts it.",
-        _needs_codes_or_rotation,
+        _needs("codes", "rotation_tables"),
     ),
     "wavelengths": FigureKind(
         lambda label, e: f"{label} wavelengths λ_k = 2π/ω_k",
         lambda e, title, name: wavelength_spectrum(2 * torch.pi / e.frequencies(), title=title),
         "The wavelength of every sin/cos pair, on a log axis.",
-        _needs_frequencies,
+        _needs("frequencies"),
     ),
     "rotation": FigureKind(
         lambda label, e: f"{label}: one vector rotated at positions 0 … {ROTATION_POSITIONS - 1}",
         lambda e, title, name: rotating_vector(
-            _rotation_rows(e, ROTATION_POSITIONS), inv_freq=e.frequencies(), title=title
+            _rotation_rows(e, ROTATION_POSITIONS),
+            inv_freq=e.frequencies() if "frequencies" in e.views else None,
+            title=title,
         ),
         "Each pair of the vector turns on a circle by its frequency per position.",
-        _needs_rotation,
+        _needs("rotation_tables"),
     ),
     "inv-freq-scalings": FigureKind(
         lambda label, e: (
-            f"{label} inv_freq per scaling (r={e.rotary_dim}, base={e.base:g}, "
+            f"{label} inv_freq per scaling ({_spectrum_sizes(e)}, "
             f"{EXAMPLE_FACTOR:g}× of {EXAMPLE_ORIGINAL_LENGTH} positions)"
         ),
-        lambda e, title, name: inv_freq_scalings(scaled_inv_freq(e.rotary_dim, e.base), title=title),
+        lambda e, title, name: _scalings(e, title),
         "The frequencies of every context-extension scaling, against the unscaled ones.",
-        _needs_attributes("rotary_dim", "base"),
+        _needs("rotary_spectrum"),
     ),
     "bias-heads": FigureKind(
         lambda label, e: f"{label} bias per head ({_bias_positions(e)} query and key positions)",
@@ -256,30 +247,22 @@ KINDS: dict[str, FigureKind] = {
         _needs_distance_bias,
     ),
     "buckets": FigureKind(
-        lambda label, e: f"{label} buckets (num_buckets={e.num_buckets}, max_distance={e.max_distance})",
-        lambda e, title, name: bucket_map(
-            torch.arange(-(e.max_distance + 32), e.max_distance + 33),
-            t5_bucket_map(
-                torch.arange(-(e.max_distance + 32), e.max_distance + 33),
-                num_buckets=e.num_buckets,
-                max_distance=e.max_distance,
-            ),
-            title=title,
-        ),
+        lambda label, e: "{} buckets (num_buckets={}, max_distance={})".format(label, *e.bucketing()),
+        lambda e, title, name: _buckets(e, title),
         "The bucket of each key − query distance.",
-        _needs_attributes("num_buckets", "max_distance"),
+        _needs("bucketing"),
     ),
     "table": FigureKind(
         lambda label, e: f"{label} bias table [bucket, head] at initialisation (n_heads={e.n_heads})",
-        lambda e, title, name: bucket_table(e.table.detach().to(torch.float64), title=title),
+        lambda e, title, name: bucket_table(e.bucket_table(), title=title),
         "The learned values, one per bucket and head.",
-        _needs_attributes("table"),
+        _needs("bucket_table"),
     ),
     "table-heads": FigureKind(
         lambda label, e: f"{label} bias table per head by 2-D offset at initialisation",
         lambda e, title, name: offset_tables(swin_offset_table(e), title=title),
         "One learned value per 2-D offset between two tokens.",
-        _needs_attributes("offset_table"),
+        _needs("offset_table"),
     ),
     "patch-similarity": FigureKind(
         lambda label, e: f"{label}: one patch against a {PATCH_GRID[0]}×{PATCH_GRID[1]} grid of patches",
@@ -307,7 +290,7 @@ KINDS: dict[str, FigureKind] = {
         "The position the last token's query counts to each token, p_ij = Σ_{t=j}^{i} g_it, against the "
         "token count i − j + 1 it would be if every gate were 1. The tokens are embedded with a fixed random "
         "projection (untrained q and k): the gates here are not a trained model's.",
-        _needs_attributes("counted_positions"),
+        _needs("counted_positions"),
     ),
     "logit-shift": FigureKind(
         lambda label, e: f"{label}: attention-logit change when every position shifts by Δ",
@@ -375,7 +358,7 @@ def reference_rotary() -> str | None:
     rotary = [
         name
         for name in available()
-        if specimen(name).kind == "rotary" and specimen(name).frequencies() is not None
+        if specimen(name).kind == "rotary" and "frequencies" in specimen(name).views
     ]
     return min(rotary, key=order, default=None)
 
@@ -396,11 +379,7 @@ def _comparison() -> list[FigureSpec]:
     ]
     if rotary is not None:
         encoding = specimen(rotary)
-        sizes = (
-            f" (r={encoding.rotary_dim}, base={encoding.base:g})"
-            if hasattr(encoding, "rotary_dim") and hasattr(encoding, "base")
-            else ""
-        )
+        sizes = f" ({_spectrum_sizes(encoding)})" if "rotary_spectrum" in encoding.views else ""
         error_title = f"cos/sin error against position at {encoding.label or rotary}'s frequencies{sizes}"
 
         def errors() -> Figure:
