@@ -98,6 +98,8 @@ class ALiBi(BiasEncoding):
 
     parameter_formula = "0"
     label = "ALiBi"
+    where_it_acts = "adds −m_h·(i − j) to attention scores"
+    used_by = "BLOOM, MPT"
     seed_row = SeedRow(5, "ALiBi", "h slopes", "Excellent", "Explicit")
     fixed_buffers = ("slopes",)
     figures = {
@@ -165,6 +167,8 @@ class T5RelativeBias(BiasEncoding):
     parameter_formula = "B·h (B = num_buckets, 32 by default; independent of L)"
     specimen_kwargs = {"n_heads": 8}
     label = "T5"
+    where_it_acts = "adds a learned bucketed relative bias to scores"
+    used_by = "T5"
     seed_row = SeedRow(4, "Relative Bias", "O(L)", "Good", "Explicit")
     figures = {
         "buckets": "One bucket per distance up to half the buckets of a side, then logarithmically wider "
@@ -241,6 +245,12 @@ class T5RelativeBias(BiasEncoding):
         """The bias at query − key distances ``[n]`` for each head, ``[h, n]``."""
         return self.values(-distances).T
 
+    def bucketing(self) -> tuple[int, int]:
+        return self.num_buckets, self.max_distance
+
+    def bucket_table(self) -> torch.Tensor:
+        return self.table.detach().to(torch.float64)  # [num_buckets, h]
+
     def pair_bias(self, q_position, k_position, head):
         return self.values(k_position - q_position, head)
 
@@ -260,6 +270,8 @@ class SwinRelativeBias(BiasEncoding):
 
     parameter_formula = "(2W−1)²·h (W = window, 7 by default; independent of L)"
     label = "Swin"
+    where_it_acts = "adds a learned 2-D window bias to scores"
+    used_by = "Swin Transformer"
     position_axes = 2
     lab_not_applicable = (
         "Swin's bias is a 2-D window table over the Wh×Ww tokens of an image window (49 positions for 7×7); "

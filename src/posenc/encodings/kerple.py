@@ -82,6 +82,8 @@ class Kerple(BiasEncoding):
 
     parameter_formula = "2·h (r1 and r2 per head; independent of L)"
     label = "Kerple"
+    where_it_acts = "adds −r1·log(1 + r2·|i − j|) or −r1·|i − j|^r2, learned per head"
+    used_by = "KERPLE"
     figures = {
         "bias-heads": "−r1·log(1 + r2·|i − j|) per head at the authors' random initialisation: symmetric "
         "about the diagonal, steep near it and ever flatter away from it (a logarithmic penalty).",
