@@ -11,6 +11,9 @@ i − j sits at address ``row + column`` of a 1-d table of the bias per distance
 every value is the exact rounding of the bias, as in a materialised mask. Causal attention runs in
 query blocks (default 256 rows), each against the keys up to its last query, so the work is that of
 causal SDPA plus half a block per row; the table holds −inf for keys after the query.
+Where autograd records (training on CPU), the calls run inside one autograd function
+(:mod:`posenc.kernels.blocked`), which writes each call's gradients in place and, for a table that
+requires grad (T5's, Kerple's), sums the weights' gradient along the diagonals into the table's.
 
 A bias that falls by at least m·δ with the distance δ (ALiBi with slope m) gives far keys a weight
 e^(−m·δ) relative to the query's own: :func:`decay_windows` bounds, from the inputs, the distance
@@ -36,6 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from posenc._validation import check_positive_int
+from posenc.kernels.blocked import Call, Layout, blocked_attention, differentiable
 
 #: Query rows per SDPA call on the causal path: larger blocks waste half a block per row on the
 #: masked triangle of the diagonal block, smaller ones pay more calls (128 and 256 tied, 512 was
@@ -91,32 +95,69 @@ def per_distance_attention(
             f"bias must map {distances.numel()} distances to [h={h}, {distances.numel()}], "
             f"got shape {tuple(table.shape)}"
         )
-    table = table.to(q.dtype)
+    converted = table.to(q.dtype)
+    table = converted.clone() if converted is table else converted  # never written into: the caller's
     if causal:
         table[:, : rows - 1] = float("-inf")  # keys after the query
     table = table.contiguous()  # [h, n]; entry t holds the bias at distance t + first
 
-    if not causal:
-        return F.scaled_dot_product_attention(
-            q, k_rev, v_rev, attn_mask=_toeplitz(table, 0, h, s_q, s_k, rows), scale=scale
-        )
+    layout = ToeplitzLayout(h, s_q, s_k, rows, causal, _head_groups(windows, s_k))
+    if q.device.type == "cpu" and differentiable(q, k_rev, v_rev, table):
+        # one autograd node for every call, its gradients written in place (posenc.kernels.blocked)
+        return blocked_attention(q, k_rev, v_rev, table, layout, scale)
     out = q.new_empty(b, h, s_q, v.shape[-1])  # [b, h, s_q, d_v]
-    offset = s_k - s_q  # position of query row 0
-    for h0, h1, window in _head_groups(windows, s_k):
-        for start in range(0, s_q, rows):
-            count = min(rows, s_q - start)
-            end = offset + start + count  # one past the last key any of these queries sees
-            first_key = 0 if window is None else max(0, offset + start - window)
-            keys = slice(s_k - end, s_k - first_key)  # reversed rows of keys first_key … end − 1
-            mask = _toeplitz(table, h0, h1 - h0, count, end - first_key, rows)  # [1, h', count, keys]
-            out[:, h0:h1, start : start + count] = F.scaled_dot_product_attention(
-                q[:, h0:h1, start : start + count],
-                k_rev[:, h0:h1, keys],
-                v_rev[:, h0:h1, keys],
-                attn_mask=mask,
-                scale=scale,
-            )
+    for call in layout.calls():
+        heads, keys = slice(call.h0, call.h1), slice(call.k0, call.k1)
+        out[:, heads, call.r0 : call.r1] = F.scaled_dot_product_attention(
+            q[:, heads, call.r0 : call.r1],
+            k_rev[:, heads, keys],
+            v_rev[:, heads, keys],
+            attn_mask=layout.mask(table, call),
+            scale=scale,
+        )
     return out
+
+
+class ToeplitzLayout(Layout):
+    """The calls of :func:`per_distance_attention` over reversed keys, each mask a strided view of the
+    ``[h, n]`` per-distance table (see the module docstring).
+
+    Causal: blocks of ``rows`` queries, each against the keys up to its last query (within a head
+    group's window); otherwise one call over every query and key.
+    """
+
+    def __init__(self, h: int, s_q: int, s_k: int, rows: int, causal: bool, groups) -> None:
+        self.h, self.s_q, self.s_k, self.rows, self.causal, self.groups = h, s_q, s_k, rows, causal, groups
+
+    def calls(self) -> list[Call]:
+        if not self.causal:
+            return [Call(0, self.h, 0, self.s_q, 0, self.s_k)]
+        calls = []
+        offset = self.s_k - self.s_q  # position of query row 0
+        for h0, h1, window in self.groups:
+            for start in range(0, self.s_q, self.rows):
+                count = min(self.rows, self.s_q - start)
+                end = offset + start + count  # one past the last key any of these queries sees
+                first_key = 0 if window is None else max(0, offset + start - window)
+                # reversed rows of keys first_key … end − 1
+                calls.append(Call(h0, h1, start, start + count, self.s_k - end, self.s_k - first_key))
+        return calls
+
+    def mask(self, source: torch.Tensor, call: Call) -> torch.Tensor:
+        return _toeplitz(source, call.h0, call.h1 - call.h0, call.r1 - call.r0, call.k1 - call.k0, self.rows)
+
+    def visible(self, call: Call, rows: slice) -> slice:
+        if not self.causal:
+            return slice(0, call.k1 - call.k0)
+        # reversed keys: those after the last of these rows are the call's first ones
+        end = self.s_k - self.s_q + call.r0 + rows.stop  # one past the last key these rows see
+        return slice(max(0, self.s_k - end - call.k0), call.k1 - call.k0)
+
+    def add_grad(self, grad: torch.Tensor, ds: torch.Tensor, call: Call, rows: slice, keys: slice) -> None:
+        # mask[r, c] reads table[r + c + rows − count]: sum ds over each anti-diagonal r + c
+        first = rows.start + keys.start + self.rows - (call.r1 - call.r0)
+        sums = _antidiagonal_sums(ds.sum(dim=0))  # [h', n + keys − 1]
+        grad[call.h0 : call.h1, first : first + sums.shape[-1]] += sums
 
 
 def decay_windows(
@@ -176,6 +217,16 @@ def _toeplitz(table: torch.Tensor, head: int, heads: int, rows: int, cols: int, 
     """
     start = table.storage_offset() + head * table.stride(0) + (block - rows)
     return table.as_strided((1, heads, rows, cols), (0, table.stride(0), 1, 1), start)
+
+
+def _antidiagonal_sums(x: torch.Tensor) -> torch.Tensor:
+    """``[h, r, c]`` -> ``[h, r + c − 1]``: entry t the sum of x[:, r, c] over r + c = t.
+
+    Each row padded by r zeros and the whole read again with rows one element shorter, so that row r
+    moves r places right: the anti-diagonals become columns."""
+    h, r, c = x.shape
+    padded = F.pad(x, (0, r)).reshape(h, r * (c + r))  # [h, r·(c + r)]
+    return padded[:, : r * (c + r - 1)].reshape(h, r, c + r - 1).sum(dim=1)
 
 
 def _head_groups(windows: list[int | None], s_k: int) -> list[tuple[int, int, int | None]]:
