@@ -95,3 +95,60 @@ def test_gradients_reach_the_mlp_through_attention():
 def test_bad_windows_and_coordinates_are_refused_naming_the_value(call, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         call()
+
+
+@pytest.mark.parametrize(
+    ("q_at", "k_at"),
+    [
+        (grid_positions((6, 7)), grid_positions((6, 7))),
+        (grid_positions((6, 7))[:5], grid_positions((6, 7))),  # queries of a corner: a smaller box
+        (grid_positions((4, 4)).double() + 3, grid_positions((4, 4))),  # integral float coordinates
+        (grid_positions((3, 4))[None] + torch.arange(2)[:, None, None], grid_positions((3, 4))),  # batched
+    ],
+)
+def test_the_mlp_runs_once_per_offset_of_the_box_found_without_unique(q_at, k_at, monkeypatch):
+    swin_v2 = posenc.build("swin_v2", n_heads=3, window=8, hidden=16).double()
+    pairs = q_at.unsqueeze(-2) - k_at.unsqueeze(-3)  # [(b,) i, j, 2]
+    expected = swin_v2.offset_bias(pairs).movedim(-1, -3)  # the MLP on every pair
+
+    def refused(*args, **kwargs):
+        raise AssertionError(
+            "torch.unique sorts every pair's offset: the box of offsets is known by arithmetic"
+        )
+
+    monkeypatch.setattr(torch, "unique", refused)
+    monkeypatch.setattr(torch.Tensor, "unique", refused)
+    rows = []
+    original = swin_v2.offset_bias
+    monkeypatch.setattr(
+        swin_v2, "offset_bias", lambda offsets: rows.append(offsets.shape[0]) or original(offsets)
+    )
+    torch.testing.assert_close(swin_v2.bias(q_at, k_at), expected, rtol=0, atol=1e-12)
+    span = [
+        int(q_at[..., a].max() - k_at[..., a].min() - q_at[..., a].min() + k_at[..., a].max()) + 1
+        for a in (0, 1)
+    ]
+    assert rows == [span[0] * span[1]]  # one row per offset of the box, not one per pair
+
+
+def test_a_windows_offsets_are_indexed_as_dy_then_dx_over_2w_minus_1():
+    from posenc.encodings.swin_v2 import offset_index
+
+    grid = grid_positions((4, 4))
+    offsets, index = offset_index(grid, grid)
+    assert offsets.shape == (49, 2)
+    dy, dx = (grid[:, None, a] - grid[None, :, a] for a in (0, 1))  # [i, j]
+    assert torch.equal(index, (dy + 3) * 7 + (dx + 3))
+    assert torch.equal(offsets[index], torch.stack((dy, dx), dim=-1))
+
+
+def test_fractional_or_far_apart_coordinates_take_the_offset_of_every_pair():
+    from posenc.encodings.swin_v2 import offset_index
+
+    swin_v2 = posenc.build("swin_v2", n_heads=2, window=8, hidden=8).double()
+    half = grid_positions((3, 3)).double() * 0.5
+    far = torch.tensor([[0, 0], [1000, 1000]])
+    for at in (half, far):
+        assert offset_index(at, at) is None
+        pairs = at.unsqueeze(-2) - at.unsqueeze(-3)
+        torch.testing.assert_close(swin_v2.bias(at, at), swin_v2.offset_bias(pairs).movedim(-1, -3))
