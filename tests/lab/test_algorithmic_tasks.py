@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from posenc.lab import algorithmic
-from posenc.lab.evaluate import exact_match
+from posenc.lab.algorithmic import AlgorithmicTask
 from posenc.lab.presets import PRESETS, run_config
-from posenc.lab.tasks import TASKS, AlgorithmicTask
+from posenc.lab.tasks import TASKS
 from posenc.lab.train import build_model
 
 NEW_TASKS = ("sort", "summation", "parity")
@@ -132,7 +132,7 @@ def test_training_batches_score_the_answer_and_eos_only(task):
 @pytest.mark.parametrize("task", NEW_TASKS)
 def test_an_untrained_model_is_scored_on_the_task(task):
     config = run_config(PRESETS["smoke"], task, "nope", 0)
-    metrics = exact_match(build_model(config, AlgorithmicTask(task)).eval(), task, 4, 16)
+    metrics = AlgorithmicTask(task).exact_match(build_model(config, AlgorithmicTask(task)).eval(), 4, 16)
     assert metrics["examples"] == 16 and 0 <= metrics["exact_match"] <= metrics["token_accuracy"] <= 1
 
 

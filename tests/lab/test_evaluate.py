@@ -6,10 +6,11 @@ import math
 
 import torch
 
+from posenc.lab.algorithmic import AlgorithmicTask
 from posenc.lab.corpus import build_corpus
-from posenc.lab.evaluate import CANNOT_RUN, bits_per_position, evaluate, sliding_bits_per_byte
+from posenc.lab.evaluate import CANNOT_RUN, evaluate
+from posenc.lab.language_modelling import LanguageModelling, bits_per_position, sliding_bits_per_byte
 from posenc.lab.presets import PRESETS, Overrides, run_config
-from posenc.lab.tasks import AlgorithmicTask, LanguageModelling
 from posenc.lab.train import build_model, set_backend
 
 

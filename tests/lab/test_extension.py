@@ -95,7 +95,7 @@ def test_the_preset_plans_a_base_per_seed_and_every_scaling_factor_and_budget_fr
 
 
 def test_the_extension_preset_refuses_other_tasks_and_evaluation_lengths():
-    with pytest.raises(ValueError, match="language modelling only"):
+    with pytest.raises(ValueError, match="studies task lm only; --task must be lm"):
         plan("extension", tasks="copy")
     with pytest.raises(ValueError, match="its own evaluation lengths"):
         plan("extension", overrides=Overrides(eval_lengths=(64, 128)))

@@ -9,8 +9,18 @@ import torch.nn.functional as F
 from torch import nn
 
 import posenc
-from posenc.lab.grid import CLASSES, SYMBOLS, at_side, grid_accuracy, make_grids, positions_for, scored
-from posenc.lab.tasks import GridTask, grid_sequence_length, make_task_shape
+from posenc.lab.grid import (
+    CLASSES,
+    SYMBOLS,
+    GridTask,
+    at_side,
+    grid_accuracy,
+    grid_sequence_length,
+    make_grids,
+    positions_for,
+    scored,
+)
+from posenc.lab.tasks import make_task_shape
 from posenc.model import TransformerLM
 
 

@@ -8,13 +8,13 @@ import torch
 from torch import nn
 
 from posenc.lab import algorithmic
-from posenc.lab.evaluate import exact_match
+from posenc.lab.algorithmic import AlgorithmicTask
 from posenc.lab.presets import PRESETS, run_config
-from posenc.lab.tasks import AlgorithmicTask
 from posenc.lab.train import build_model
 
 #: Answer tokens (EOS included) of an example of 5 symbols: 5 + 1, the 6 digits of the sum + 1, 1 + 1.
 ANSWER_TOKENS = {"copy": 6, "reverse": 6, "sort": 6, "addition": 7, "summation": 2, "parity": 2}
+COPY = AlgorithmicTask("copy")
 
 
 class CopiesButOne(nn.Module):
@@ -37,14 +37,14 @@ class CopiesButOne(nn.Module):
 
 
 def test_a_model_that_copies_is_right_at_every_answer_position():
-    metrics = exact_match(CopiesButOne(None), "copy", 6, 40, batch_size=16)
+    metrics = COPY.exact_match(CopiesButOne(None), 6, 40, batch_size=16)
     assert metrics["position_accuracy"] == [1.0] * 7
     assert metrics["exact_match"] == metrics["token_accuracy"] == 1.0
 
 
 @pytest.mark.parametrize("wrong", [0, 3, 6])
 def test_a_planted_wrong_position_is_the_only_one_scored_wrong(wrong):
-    metrics = exact_match(CopiesButOne(wrong), "copy", 6, 40, batch_size=16)
+    metrics = COPY.exact_match(CopiesButOne(wrong), 6, 40, batch_size=16)
     expected = [1.0] * 7
     expected[wrong] = 0.0
     assert metrics["position_accuracy"] == expected
@@ -54,7 +54,9 @@ def test_a_planted_wrong_position_is_the_only_one_scored_wrong(wrong):
 @pytest.mark.parametrize("task", algorithmic.ALGORITHMIC_TASKS)
 def test_each_answer_token_of_every_task_has_an_accuracy_whose_mean_is_the_token_accuracy(task):
     config = run_config(PRESETS["smoke"], task, "nope", 0)
-    metrics = exact_match(build_model(config, AlgorithmicTask(task)).eval(), task, 5, 24, batch_size=10)
+    metrics = AlgorithmicTask(task).exact_match(
+        build_model(config, AlgorithmicTask(task)).eval(), 5, 24, batch_size=10
+    )
     accuracy = metrics["position_accuracy"]
     assert len(accuracy) == ANSWER_TOKENS[task] and all(0 <= a <= 1 for a in accuracy)
     assert sum(accuracy) / len(accuracy) == pytest.approx(metrics["token_accuracy"])

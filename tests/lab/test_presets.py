@@ -23,7 +23,7 @@ from posenc.lab.presets import (
 from posenc.lab.records import Records
 from posenc.lab.report import comparison_markdown
 from posenc.lab.sweep import plan
-from posenc.lab.tasks import make_task
+from posenc.lab.tasks import make_task, task_names
 from posenc.lab.train import build_model
 from tests.lab.helpers import FAKE_CORPUS, record_run
 
@@ -51,7 +51,7 @@ def test_tasks_and_encodings_named_on_the_command_line_replace_the_presets():
 
 def test_a_preset_without_a_task_refuses_it_naming_its_tasks(monkeypatch):
     only_lm = replace(
-        PRESETS["cpu"], name="only-lm", tasks={"lm": PRESETS["cpu"].tasks["lm"]}, default_tasks=None
+        PRESETS["cpu"], name="only-lm", setups={"lm": PRESETS["cpu"].tasks["lm"]}, default_tasks=None
     )
     monkeypatch.setitem(presets.PRESETS, "only-lm", only_lm)
     with pytest.raises(ValueError, match="the only-lm preset does not run task 'copy'; its tasks: lm"):
@@ -71,7 +71,7 @@ def test_every_encoding_a_preset_names_is_registered_and_trained_on_the_task(nam
 def test_the_gpu_preset_runs_kazemnejads_five_on_five_algorithmic_tasks_and_every_task_when_named():
     gpu = PRESETS["gpu"]
     assert set(gpu.sweep_tasks) == {"copy", "reverse", "addition", "sort", "summation"}
-    assert set(gpu.tasks) == set(presets.TASKS)
+    assert set(gpu.tasks) == set(task_names())
     for task in gpu.sweep_tasks:
         assert gpu.tasks[task].encodings == presets.KAZEMNEJAD_ENCODINGS
         expected = (8, 10, 12, 14, 16) if task == "summation" else (20, 25, 30, 35, 40)  # the paper's L

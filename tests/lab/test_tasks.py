@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 
 from posenc.lab import algorithmic
+from posenc.lab.algorithmic import AlgorithmicTask
 from posenc.lab.corpus import build_corpus, in_validation
-from posenc.lab.tasks import AlgorithmicTask, LanguageModelling
+from posenc.lab.language_modelling import LanguageModelling
 
 
 def test_corpus_split_is_by_path_hash_and_fingerprinted(tmp_path):

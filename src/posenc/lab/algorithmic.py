@@ -15,16 +15,19 @@ operand (every task but addition) or digits in each addend (addition):
 - parity:    ``BOS x1 … xn SEP (number of ones) mod 2 EOS``, xi in {0, 1} (n + 4 tokens)
 
 Symbols are 10 tokens (the digits for addition, sort and summation; parity draws only the first two).
-The sequence starts with BOS so that an encoding without positions (NoPE) has an anchor.
+The sequence starts with BOS so that an encoding without positions (NoPE) has an anchor. Each task is
+an :class:`AlgorithmicTask`, registered under its name (an exact-match task:
+:mod:`posenc.lab.exact_match`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from posenc._validation import check_choice, check_positive_int
+from posenc.lab.evaluate import TEST_SEED
+from posenc.lab.exact_match import ExactMatchTask, Examples, training_lengths
+from posenc.lab.tasks import register_task
 
 PAD, BOS, SEP, EOS, PLUS = 0, 1, 2, 3, 4
 #: First of the 10 symbol tokens (digit k is token FIRST_SYMBOL + k).
@@ -35,14 +38,6 @@ VOCAB_SIZE = FIRST_SYMBOL + SYMBOLS
 ALGORITHMIC_TASKS = ("copy", "reverse", "addition", "sort", "summation", "parity")
 #: Symbols an operand draws from, where not all of SYMBOLS.
 _ALPHABET = {"parity": 2}
-
-
-@dataclass(frozen=True)
-class Examples:
-    """A padded batch of examples (PAD after each example's EOS)."""
-
-    tokens: torch.Tensor  # [b, s] int64, every example padded to the longest
-    answer: torch.Tensor  # [b, s] bool, True at the answer tokens and EOS (what the model must predict)
 
 
 def sequence_length(task: str, n: int) -> int:
@@ -120,9 +115,35 @@ def make_examples(task: str, lengths: torch.Tensor, generator: torch.Generator) 
     return Examples(tokens, answer)
 
 
-def training_lengths(batch_size: int, max_length: int, generator: torch.Generator) -> torch.Tensor:
-    """Lengths drawn uniformly from 1 … max_length, ``[batch_size]``."""
-    check_positive_int("batch_size", batch_size)
-    return torch.randint(
-        1, check_positive_int("max_length", max_length) + 1, (batch_size,), generator=generator
-    )
+class AlgorithmicTask(ExactMatchTask):
+    """An algorithmic task (copy, sort, parity, …): train on lengths 1 … L drawn uniformly, score the
+    answer tokens."""
+
+    vocab_size = VOCAB_SIZE
+    unit = "symbols"
+
+    def __init__(self, name: str) -> None:
+        self.name = check_choice("task", name, ALGORITHMIC_TASKS)
+
+    def sequence_length(self, length: int) -> int:
+        return sequence_length(self.name, length)
+
+    def examples(self, lengths: torch.Tensor, generator: torch.Generator) -> Examples:
+        return make_examples(self.name, lengths, generator)
+
+    def test_seed(self, n: int) -> int:
+        """Seeded by the task's place in ALGORITHMIC_TASKS: the test sets the records were scored on."""
+        return TEST_SEED + 7919 * n + ALGORITHMIC_TASKS.index(self.name)
+
+
+for _name in ALGORITHMIC_TASKS:
+    register_task(_name, AlgorithmicTask(_name))
+
+__all__ = [
+    "ALGORITHMIC_TASKS",
+    "AlgorithmicTask",
+    "Examples",
+    "make_examples",
+    "sequence_length",
+    "training_lengths",
+]

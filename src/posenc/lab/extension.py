@@ -128,7 +128,7 @@ def extended_runs(base: RunConfig, preset: Preset) -> list[RunConfig]:
 def plan_runs(
     preset: Preset,
     seeds: list[int],
-    corpus_sha256: str,
+    corpus_sha256: str | None,
     *,
     encodings: list[str] | None = None,
     overrides: Overrides = NO_OVERRIDES,
@@ -146,7 +146,7 @@ def plan_runs(
     factors = study.factors
 
     def one(encoding: str, seed: int) -> RunConfig:
-        setup = preset.tasks["lm"]
+        setup = preset.tasks[study.task]
         length = setup.train_length if overrides.train_length is None else overrides.train_length
         lengths = (length, *(f * length for f in factors))
         chosen = Overrides(
@@ -155,7 +155,7 @@ def plan_runs(
             eval_lengths=lengths,
             checkpoint_every=overrides.checkpoint_every,
         )
-        return run_config(preset, "lm", encoding, seed, corpus_sha256=corpus_sha256, overrides=chosen)
+        return run_config(preset, study.task, encoding, seed, corpus_sha256=corpus_sha256, overrides=chosen)
 
     bases = [one(study.base, seed) for seed in seeds]
     runs = [*bases, *(one(encoding, seed) for encoding in scratch for seed in seeds)]

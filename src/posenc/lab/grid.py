@@ -12,6 +12,7 @@ is ``side`` tokens back, an offset that changes with the resolution.
 Trained at one side and evaluated at larger ones, as a ViT pre-trained at 224² is used at 384²
 (Dosovitskiy et al., 2021, §3.2): a learned table is resampled to the new grid
 (:meth:`posenc.encodings.PositionalEncoding.for_grid`), the other encodings read the new coordinates.
+Registered as the task ``grid`` (:class:`GridTask`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import torch.nn.functional as F
 from posenc._validation import check_positive_int
 from posenc.encodings import PositionalEncoding
 from posenc.functional.coordinates import grid_positions
+from posenc.lab.evaluate import TEST_SEED, cannot_run, position_limit
+from posenc.lab.tasks import GRID_ACCURACY, Batch, Task, register_task
 
 #: Symbols of a patch (tokens 0 … 9).
 SYMBOLS = 10
@@ -107,3 +110,54 @@ def grid_accuracy(model, side: int, examples: int, seed: int, batch_size: int = 
         "token_accuracy": correct / patches,
         "loss": loss_sum / patches,
     }
+
+
+def grid_sequence_length(side: int) -> int:
+    """Patches of a side × side grid; a ValueError for a side below 2 (no patch with two neighbours)."""
+    if check_positive_int("side", side) < 2:
+        raise ValueError(f"a grid needs a side of at least 2 (a patch with both neighbours), got {side}")
+    return side * side
+
+
+class GridTask(Task):
+    """The grid task: a bidirectional model on side × side grids of patches, trained at side L and
+    scored on the patches with two neighbours."""
+
+    family = GRID_ACCURACY
+    vocab_size = CLASSES  # the answers' classes; patches are the first 10 tokens
+    unit = "patches a side"
+    causal = False  # every patch sees its neighbours, before and after it in raster order
+    axes = 2
+    metrics = ("exact_match", "token_accuracy")
+
+    def __init__(self) -> None:
+        self.name = "grid"
+
+    def sequence_length(self, length: int) -> int:
+        return grid_sequence_length(length)
+
+    def positions(self, encoding: PositionalEncoding, length: int) -> torch.Tensor:
+        return positions_for(encoding, length)
+
+    def train_batch(self, batch_size: int, length: int, generator: torch.Generator) -> Batch:
+        symbols, answers = make_grids(batch_size, length, generator)
+        return Batch(symbols, answers, scored(length).expand(batch_size, -1))
+
+    def evaluate(self, model, config) -> dict:
+        """Per evaluation side: accuracy per scored patch and per whole grid, and the patches' loss, on
+        test grids drawn from a seed of the side alone (the same grids for every run)."""
+        results = {}
+        for side in config.eval_lengths:
+            moved = at_side(model, config.train_length, side)
+            limit = position_limit(moved)
+            if limit is not None and side * side > limit:
+                results[str(side)] = cannot_run(limit, side * side)
+                continue
+            results[str(side)] = grid_accuracy(moved, side, config.eval_size, TEST_SEED + 7919 * side)
+        return results
+
+    def summary(self, entry: dict) -> str:
+        return f"{entry['exact_match']:.2f} EM"
+
+
+register_task("grid", GridTask())

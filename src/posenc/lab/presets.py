@@ -14,8 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from posenc._validation import check_int, check_positive_float
 from posenc.encodings import available, encoding_class
-from posenc.lab import algorithmic
-from posenc.lab.tasks import TASKS, check_task, task_class
+from posenc.lab.tasks import BITS_PER_BYTE, EXACT_MATCH, GRID_ACCURACY, task_named, task_names
 
 #: Version of the run config's layout; part of every hash, so a change never reuses old results.
 CONFIG_VERSION = 5
@@ -77,19 +76,36 @@ class ExtensionStudy:
     finetune_lr_ratio: float = 0.25  # fine-tuning peak learning rate as a fraction of pre-training's
     from_scratch: tuple[str, ...] = ("alibi", "t5", "fire")  # trained at L and evaluated at the targets
     base: str = "rope"  # the encoding that is extended
+    task: str = "lm"  # the task it is trained and extended on
 
 
 @dataclass(frozen=True)
 class Preset:
-    """A named sweep: tasks with their setups, seeds, and (by default) every applicable encoding."""
+    """A named sweep: tasks with their setups, seeds, and (by default) every applicable encoding.
+
+    ``setups`` is keyed by task name or by family (:data:`posenc.lab.tasks.FAMILIES`): a task runs with
+    its own setup, else with its family's, so a task registered anywhere runs under every preset that
+    sets up its family.
+    """
 
     name: str  # the preset's name
     description: str  # what it is for and how long it takes
     seeds: tuple[int, ...]  # seeds run for every (task, encoding)
-    tasks: dict[str, TaskSetup] = field(default_factory=dict)  # task name -> setup
+    setups: dict[str, TaskSetup] = field(default_factory=dict)  # task name or family -> setup
     extension: ExtensionStudy | None = None  # a context-extension study instead of the task sweep
     default_tasks: tuple[str, ...] | None = None  # the tasks a sweep runs unless told; None: all of ``tasks``
     threads: int | None = None  # torch threads per process unless --threads says; None: cores / processes
+
+    @property
+    def tasks(self) -> dict[str, TaskSetup]:
+        """The registered tasks this preset runs, in :func:`~posenc.lab.tasks.task_names`' order, each
+        with its setup: its own, else its family's."""
+        chosen = {}
+        for name in task_names():
+            setup = self.setups.get(name) or self.setups.get(task_named(name).family)
+            if setup is not None:
+                chosen[name] = setup
+        return chosen
 
     @property
     def sweep_tasks(self) -> tuple[str, ...]:
@@ -109,24 +125,6 @@ GRID_ENCODINGS = ("sinusoidal_2d", "learned", "rope_axial", "rope_mixed", "swin_
 
 def _algorithmic(model: ModelConfig, train: TrainConfig, length: int, examples: int) -> TaskSetup:
     return TaskSetup(model, train, length, eval_multipliers=(1, 2, 4), eval_size=examples)
-
-
-def _preset(
-    name: str,
-    description: str,
-    seeds: tuple[int, ...],
-    lm: TaskSetup,
-    algo: TaskSetup,
-    grid: TaskSetup,
-    threads: int | None = None,
-) -> Preset:
-    return Preset(
-        name,
-        description,
-        seeds,
-        {"lm": lm, **{task: algo for task in algorithmic.ALGORITHMIC_TASKS}, "grid": grid},
-        threads=threads,
-    )
 
 
 #: The cpu preset's algorithmic setup: Kazemnejad et al.'s protocol at CPU scale (train on 1 … 20
@@ -172,26 +170,28 @@ _GPU_ALGORITHMIC = TaskSetup(
 _GPU_SUMMATION = replace(_GPU_ALGORITHMIC, train_length=8)
 
 PRESETS: dict[str, Preset] = {
-    "smoke": _preset(
+    "smoke": Preset(
         "smoke",
         "every task and encoding for a few steps on a tiny model, one seed: under a minute, for CI",
         (0,),
-        TaskSetup(
-            ModelConfig(32, 1, 2),
-            TrainConfig(12, 8, 3e-3, 2, checkpoint_every=5, log_every=4),
-            16,
-            eval_size=1024,
-        ),
-        _algorithmic(
-            ModelConfig(32, 1, 2), TrainConfig(12, 16, 3e-3, 2, checkpoint_every=5, log_every=4), 3, 32
-        ),
-        TaskSetup(  # 100 answer classes: a larger batch and step, so that 12 steps lower every loss
-            ModelConfig(32, 1, 2),
-            TrainConfig(12, 64, 1e-2, 2, checkpoint_every=5, log_every=4),
-            3,
-            eval_multipliers=(1, 2),
-            eval_size=16,
-        ),
+        {
+            BITS_PER_BYTE: TaskSetup(
+                ModelConfig(32, 1, 2),
+                TrainConfig(12, 8, 3e-3, 2, checkpoint_every=5, log_every=4),
+                16,
+                eval_size=1024,
+            ),
+            EXACT_MATCH: _algorithmic(
+                ModelConfig(32, 1, 2), TrainConfig(12, 16, 3e-3, 2, checkpoint_every=5, log_every=4), 3, 32
+            ),
+            GRID_ACCURACY: TaskSetup(  # 100 answer classes: a larger batch and step, so 12 steps lower every loss
+                ModelConfig(32, 1, 2),
+                TrainConfig(12, 64, 1e-2, 2, checkpoint_every=5, log_every=4),
+                3,
+                eval_multipliers=(1, 2),
+                eval_size=16,
+            ),
+        },
         # one thread: its models are too small for a second to pay, and on two cores shared with other
         # work each step's wait for a second thread took its 108 runs from 26 s to 350 s
         threads=1,
@@ -203,14 +203,14 @@ PRESETS: dict[str, Preset] = {
         "Kazemnejad et al.), addition and parity run only when named (--task)",
         (0, 1, 2),
         {
-            "lm": TaskSetup(
+            BITS_PER_BYTE: TaskSetup(
                 ModelConfig(64, 2, 4),
                 TrainConfig(1000, 32, 2e-3, 100, checkpoint_every=250),
                 64,
                 eval_size=65536,
                 encodings=KAZEMNEJAD_ENCODINGS,
             ),
-            **{task: _CPU_ALGORITHMIC for task in algorithmic.ALGORITHMIC_TASKS},
+            EXACT_MATCH: _CPU_ALGORITHMIC,
             "summation": _CPU_SUMMATION,
         },
         default_tasks=("lm", "copy", "reverse", "sort"),
@@ -222,15 +222,15 @@ PRESETS: dict[str, Preset] = {
         "on one GPU; its lm, grid and parity, and every other encoding, run when named (--task, --encodings)",
         (0, 1, 2),
         {
-            "lm": TaskSetup(
+            BITS_PER_BYTE: TaskSetup(
                 ModelConfig(384, 6, 6),
                 TrainConfig(20000, 64, 1e-3, 1000, checkpoint_every=1000, log_every=200),
                 256,
                 eval_size=1 << 20,
             ),
-            **{task: _GPU_ALGORITHMIC for task in algorithmic.ALGORITHMIC_TASKS},
+            EXACT_MATCH: _GPU_ALGORITHMIC,
             "summation": _GPU_SUMMATION,
-            "grid": TaskSetup(
+            GRID_ACCURACY: TaskSetup(
                 ModelConfig(256, 6, 8),
                 TrainConfig(20000, 64, 1e-3, 1000, checkpoint_every=1000, log_every=200),
                 16,
@@ -247,7 +247,7 @@ PRESETS: dict[str, Preset] = {
         "learned table resampled) and 1-D RoPE on the raster order; 3 seeds",
         (0, 1, 2),
         {
-            "grid": TaskSetup(
+            GRID_ACCURACY: TaskSetup(
                 ModelConfig(64, 4, 4),
                 TrainConfig(1500, 16, 1e-3, 100, checkpoint_every=500),
                 8,
@@ -285,17 +285,19 @@ def check_preset(name: str) -> Preset:
 
 def task_setup(preset: Preset, task: str) -> TaskSetup:
     """How ``preset`` runs ``task``; a ValueError naming the preset's tasks if it has none for it."""
-    if check_task(task) not in preset.tasks:
+    task_named(task)  # an unknown task: the valid ones listed
+    tasks = preset.tasks
+    if task not in tasks:
         raise ValueError(
-            f"the {preset.name} preset does not run task {task!r}; its tasks: {', '.join(preset.tasks)}"
+            f"the {preset.name} preset does not run task {task!r}; its tasks: {', '.join(tasks)}"
         )
-    return preset.tasks[task]
+    return tasks[task]
 
 
 def skip_reason(encoding: str, task: str) -> str | None:
     """Why the lab does not train ``encoding`` on ``task``, or None: the encoding's own answer for a task
     of that many position axes, else its refusal of the task's model (CoPE refuses a bidirectional one)."""
-    cls, declared = encoding_class(encoding), task_class(task)
+    cls, declared = encoding_class(encoding), task_named(task)
     reason = cls.lab_skip_reason(task, declared.axes)
     if reason is not None:
         return reason
@@ -314,7 +316,7 @@ def not_applicable(task: str) -> dict[str, str]:
 
 def lab_encodings() -> list[str]:
     """Every registered encoding the lab trains on some task."""
-    tasks = tuple(TASKS)
+    tasks = task_names()
     return [name for name in available() if any(skip_reason(name, t) is None for t in tasks)]
 
 
@@ -337,12 +339,12 @@ class RunConfig:
     train: TrainConfig  # optimisation budget
     train_length: int  # L
     eval_lengths: tuple[int, ...]  # lengths evaluated (each ≥ L)
-    eval_size: int  # validation bytes (lm) or examples per length (algorithmic)
-    sliding_stride: int | None  # lm: also evaluate with windows overlapping by (n − stride); None: off
+    eval_size: int  # validation bytes (a corpus task) or examples per length
+    sliding_stride: int | None  # a corpus task: also evaluate windows overlapping by (n − stride); None: off
     encoding_kwargs: dict  # arguments for posenc.build on top of the model's defaults (recorded)
     train_backend: str  # attention backend while training ("flex" for bias encodings)
     eval_backend: str  # attention backend for evaluation (same function; no compilation per length)
-    corpus_sha256: str | None  # fingerprint of the lm corpus; None for algorithmic tasks
+    corpus_sha256: str | None  # fingerprint of the task's corpus; None for a task without one
     random_positions: int | None = None  # Ruoss et al.'s randomized positions: training range; None: off
     init_from: str | None = None  # config hash of the run whose trained weights this one starts from
     finetune_length: int | None = None  # with init_from: the training windows' length (None: train_length)
@@ -539,9 +541,8 @@ def run_config(
             0 … MAX_SEED, an evaluation length below the training length, a sliding stride outside
             1 … L.
     """
-    from posenc.lab.tasks import make_task_shape
-
     setup = task_setup(preset, task)
+    declared = task_named(task)
     check_seeds([seed])
     length = setup.train_length
     if overrides.train_length is not None:
@@ -549,10 +550,7 @@ def run_config(
     lengths = setup.eval_lengths(length) if overrides.eval_lengths is None else overrides.eval_lengths
     lengths = check_eval_lengths(length, lengths)
     train = _train_config(setup.train, overrides, f"the {preset.name} preset's for task {task}")
-    eval_size = setup.eval_size
-    if task == "lm":  # whole windows at every length, so that every length reads the same bytes
-        window = math.lcm(*lengths)
-        eval_size = window * max(1, eval_size // window)
+    eval_size = declared.eval_size(setup.eval_size, lengths)
     stride = overrides.sliding_stride
     if stride is not None and not 1 <= stride <= length:
         raise ValueError(f"sliding_stride must be between 1 and the training length {length}, got {stride}")
@@ -560,11 +558,11 @@ def run_config(
     if overrides.embedding_scale is not None:
         model = replace(model, embedding_scale=_embedding_scale(overrides.embedding_scale, model.d_model))
     training, evaluation = backends(encoding)
-    sequence = make_task_shape(task, length)
+    sequence = declared.sequence_length(length)
     random_positions = overrides.random_positions
     if random_positions is not None:
         check_at_least_one("random_positions", random_positions)
-        longest = make_task_shape(task, max(lengths))
+        longest = declared.sequence_length(max(lengths))
         if random_positions < longest:
             raise ValueError(
                 f"random_positions={random_positions} must cover the longest evaluated sequence, {longest} "
@@ -580,11 +578,11 @@ def run_config(
         train_length=length,
         eval_lengths=lengths,
         eval_size=eval_size,
-        sliding_stride=stride if task == "lm" else None,
-        encoding_kwargs=encoding_kwargs(encoding, sequence, setup, task_class(task).causal),
+        sliding_stride=stride if declared.uses_corpus else None,
+        encoding_kwargs=encoding_kwargs(encoding, sequence, setup, declared.causal),
         train_backend=training,
         eval_backend=evaluation,
-        corpus_sha256=corpus_sha256 if task == "lm" else None,
+        corpus_sha256=corpus_sha256 if declared.uses_corpus else None,
         random_positions=random_positions,
     )
 
@@ -593,7 +591,6 @@ __all__ = [
     "MAX_SEED",
     "NO_OVERRIDES",
     "PRESETS",
-    "TASKS",
     "GRID_ENCODINGS",
     "KAZEMNEJAD_ENCODINGS",
     "ExtensionStudy",

@@ -40,7 +40,7 @@ CREATE TABLE IF NOT EXISTS runs (
     metrics TEXT NOT NULL,          -- JSON: evaluation per length, losses, parameters, relative position
     timings TEXT NOT NULL,          -- JSON: seconds per step, training and evaluation seconds
     versions TEXT NOT NULL,         -- JSON: python, torch, posenc, device
-    corpus TEXT,                    -- JSON fingerprint of the lm corpus (NULL for algorithmic tasks)
+    corpus TEXT,                    -- JSON fingerprint of the task's corpus (NULL for a task without one)
     recorded_at TEXT NOT NULL       -- UTC, ISO 8601
 );
 """
@@ -99,8 +99,6 @@ _REPORTED = {
     "timings": {"seconds_per_step": float},
     "versions": {"python": str, "torch": str, "posenc": str, "device": str},
 }
-#: What an evaluation entry that measured something (status "ok") holds: language modelling, the rest.
-_MEASURED = {"lm": ("bpb", "curve"), "other": ("exact_match", "token_accuracy")}
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", dict: "a JSON object"}
 
 
@@ -387,7 +385,10 @@ def _damage(row: dict) -> str | None:
                 return f"has {column} whose {key!r} is not {_TYPE_NAMES[kind]}, got {row[column][key]!r}"
     if not isinstance(row["metrics"]["relative_position"].get("verdict"), str):
         return "has metrics whose relative_position has no verdict"
-    return _eval_damage(row["metrics"]["eval"], _MEASURED["lm" if row["task"] == "lm" else "other"])
+    from posenc.lab.tasks import registered
+
+    task = registered(row["task"])  # what an entry that measured something (status "ok") holds
+    return _eval_damage(row["metrics"]["eval"], () if task is None else task.metrics)
 
 
 def _eval_damage(evaluation: dict, measured: tuple[str, ...]) -> str | None:

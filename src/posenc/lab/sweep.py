@@ -39,7 +39,7 @@ from posenc.lab.presets import (
 from posenc.lab.progress import SweepProgress
 from posenc.lab.properties import count_fixed, count_parameters, parameters_at, relative_position
 from posenc.lab.records import RECORDED, Records
-from posenc.lab.tasks import TASKS, check_task, make_task, make_task_shape
+from posenc.lab.tasks import check_task, make_task, make_task_shape, task_names
 from posenc.lab.train import load_checkpoint, save_checkpoint, set_backend, train
 
 
@@ -50,7 +50,7 @@ class Plan:
     preset: Preset  # the preset
     runs: list[RunConfig]  # runs to train (this rank's share is chosen later)
     not_applicable: dict[tuple[str, str], str] = field(default_factory=dict)  # (task, encoding) -> reason
-    corpus: dict | None = None  # lm corpus fingerprint, when lm is in the sweep
+    corpus: dict | None = None  # the corpus fingerprint, when a task that reads one is in the sweep
     bases: dict[str, RunConfig] = field(default_factory=dict)  # config hash -> a run others start from
     notices: list[str] = field(default_factory=list)  # named (task, encoding) pairs skipped, and why
 
@@ -93,13 +93,14 @@ def plan(
     chosen_encodings = None if encodings is None else check_encodings(_names(encodings, [], "--encodings"))
     notices = [] if chosen_encodings is None else _named_not_applicable(chosen_encodings, task_names)
     seeds = check_seeds(list(chosen.seeds if seeds is None else seeds))
-    corpus = make_task("lm").fingerprint() if "lm" in task_names else None
-    corpus_sha256 = None if corpus is None else corpus["sha256"]
+    fingerprints = {task: make_task(task).fingerprint() for task in task_names}  # a corpus is read here
+    setups = chosen.tasks
     runs = []
     skipped = {}
     for task in task_names:
         reasons = not_applicable(task)
-        for encoding in chosen_encodings or chosen.tasks[task].encodings or posenc.available():
+        corpus_sha256 = None if fingerprints[task] is None else fingerprints[task]["sha256"]
+        for encoding in chosen_encodings or setups[task].encodings or posenc.available():
             if encoding in reasons:
                 skipped[task, encoding] = reasons[encoding]
                 continue
@@ -108,8 +109,8 @@ def plan(
                     run_config(chosen, task, encoding, seed, corpus_sha256=corpus_sha256, overrides=overrides)
                 )
     for config in runs:
-        if config.task == "lm":
-            _check_fits_corpus(config, corpus)
+        make_task(config.task).check(config)  # lengths the data cannot supply: refused before training
+    corpus = next((fingerprint for fingerprint in fingerprints.values() if fingerprint), None)
     return Plan(chosen, runs, skipped, corpus, notices=notices)
 
 
@@ -152,33 +153,22 @@ def _extension_plan(preset: Preset, tasks, encodings, seeds, overrides: Override
     if given:
         options = ", ".join(f"--{name.replace('_', '-')}" for name in given)
         raise ValueError(f"the {preset.name} preset does not take {options}: it sets its runs itself")
-    if _names(tasks, ["lm"], "--task") != ["lm"]:
-        raise ValueError(f"the {preset.name} preset studies language modelling only; --task must be lm")
+    study = preset.extension.task
+    if _names(tasks, [study], "--task") != [study]:
+        raise ValueError(f"the {preset.name} preset studies task {study} only; --task must be {study}")
     if overrides.eval_lengths is not None:
         raise ValueError(f"the {preset.name} preset sets its own evaluation lengths (its factors × L)")
     if encodings is not None:
         encodings = check_encodings(_names(encodings, [], "--encodings"))
-        _named_not_applicable(encodings, ["lm"])
+        _named_not_applicable(encodings, [study])
     seeds = check_seeds(list(preset.seeds if seeds is None else seeds))
-    corpus = make_task("lm").fingerprint()
-    runs, bases = plan_runs(preset, seeds, corpus["sha256"], encodings=encodings, overrides=overrides)
+    task = make_task(study)
+    corpus = task.fingerprint()
+    sha256 = None if corpus is None else corpus["sha256"]
+    runs, bases = plan_runs(preset, seeds, sha256, encodings=encodings, overrides=overrides)
     for config in runs:
-        _check_fits_corpus(config, corpus)
+        task.check(config)
     return Plan(preset, runs, {}, corpus, bases)
-
-
-def _check_fits_corpus(config: RunConfig, corpus: dict) -> None:
-    """Refuse now, not after training, lengths the corpus cannot supply."""
-    train_bytes = corpus["bytes"] - corpus["validation_bytes"]
-    if config.train_length >= train_bytes:
-        raise ValueError(
-            f"train_length={config.train_length} does not fit the corpus's {train_bytes} training bytes"
-        )
-    if config.eval_size > corpus["validation_bytes"]:
-        raise ValueError(
-            f"eval_lengths={list(config.eval_lengths)} need {config.eval_size} validation bytes (whole "
-            f"windows of every length over the same bytes); the corpus has {corpus['validation_bytes']}"
-        )
 
 
 def versions(context: Context) -> dict:
@@ -296,14 +286,10 @@ def execute(
 
 def summary(config: RunConfig, metrics: dict, timings: dict) -> str:
     """One line on a finished run."""
+    task = make_task(config.task)
     parts = []
     for length, entry in metrics["eval"].items():
-        if entry["status"] != "ok":
-            parts.append(f"{length}: cannot run")
-        elif config.task == "lm":
-            parts.append(f"{length}: {entry['bpb']:.3f} bpb")
-        else:
-            parts.append(f"{length}: {entry['exact_match']:.2f} EM")
+        parts.append(f"{length}: {task.summary(entry) if entry['status'] == 'ok' else 'cannot run'}")
     return ", ".join(parts) + f"; {timings['seconds_per_step'] * 1000:.1f} ms/step"
 
 
@@ -362,7 +348,7 @@ def run_sweep(
     records = Records(db)  # refuses an unwritable or incompatible database before any training
     try:
         workdir.mkdir(parents=True, exist_ok=True)
-        tasks = sorted({config.task for config in plan_.runs}, key=TASKS.index)
+        tasks = sorted({config.task for config in plan_.runs}, key=task_names().index)
         if context.is_main:
             record_not_applicable(plan_, records, tasks)
         hashes = [config.config_hash for config in plan_.runs]

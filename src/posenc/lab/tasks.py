@@ -1,28 +1,44 @@
-"""The lab's tasks behind one interface: byte-level language modelling, the algorithmic tasks and the
-grid task of image patches.
+"""The lab's tasks: each one file describing itself (a :class:`Task`) and one :func:`register_task` line.
 
 A task gives training batches ``(inputs, targets, mask)`` for a training length L, the positions an
-encoding reads for them (None: 0 … s − 1), whether its model is causal, and how many positions an
-example of a given length occupies, so that the lab can tell beforehand whether an encoding with a
-position table (learned) can run at an evaluation length.
+encoding reads for them (None: 0 … s − 1), whether its model is causal, how many positions an example
+of a given length occupies (so that the lab can tell beforehand whether an encoding with a position
+table can run at an evaluation length), and its own evaluation. It declares the metrics every
+evaluated length records and its ``family``: the report shows the tasks of one family in one section
+(bits per byte, exact match per length, grid accuracy), and a preset's setup for a family serves every
+task of it that the preset does not set up by name.
+
+posenc's own tasks: ``lm`` (:mod:`posenc.lab.language_modelling`), the algorithmic tasks
+(:mod:`posenc.lab.algorithmic`) and ``grid`` (:mod:`posenc.lab.grid`). A plugin module calling
+:func:`register_task`, or an entry point of the group ``posenc.tasks`` naming a task, adds one that
+every lab command knows.
 """
 
 from __future__ import annotations
 
+import importlib
+import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
-from posenc._validation import check_positive_int
-from posenc.encodings import PositionalEncoding
-from posenc.lab import algorithmic, grid
-from posenc.lab.corpus import Corpus, build_corpus
+from posenc import plugins
 
-#: Registered task names; ``lm`` is byte-level language modelling on the stdlib corpus, then the
-#: algorithmic tasks of :mod:`posenc.lab.algorithmic`, then ``grid`` (:mod:`posenc.lab.grid`).
-TASKS = ("lm", *algorithmic.ALGORITHMIC_TASKS, "grid")
-#: Beginning-of-sequence token of the byte-level task (bytes are 0 … 255).
-BYTE_BOS = 256
+if TYPE_CHECKING:
+    from posenc.encodings import PositionalEncoding
+    from posenc.lab.presets import RunConfig
+    from posenc.model import TransformerLM
+
+#: Families: the report's section of a task, and the preset setup it falls back on. Bits per byte per
+#: length and position; exact match per length; accuracy per grid side. A task of another family is
+#: shown as its first metric per length.
+BITS_PER_BYTE, EXACT_MATCH, GRID_ACCURACY = "bits per byte", "exact match", "grid accuracy"
+FAMILIES = (BITS_PER_BYTE, EXACT_MATCH, GRID_ACCURACY)
+#: The modules of posenc's own tasks, each registering what it defines when imported.
+BUILT_IN = ("posenc.lab.language_modelling", "posenc.lab.algorithmic", "posenc.lab.grid")
+#: A task name: lower-case letters, digits and underscores (it names records, options and figure lines).
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -35,130 +51,186 @@ class Batch:
     lengths: torch.Tensor | None = None  # [b] int64, each row's inputs before its padding; None: no padding
 
 
+class Task:
+    """A lab task. Subclasses declare the attributes and implement ``sequence_length``, ``train_batch``
+    and ``evaluate``; the other methods have defaults."""
+
+    name: str = ""  # the registered name (set by register_task)
+    family: str = ""  # the report section and preset fallback: one of FAMILIES, or a family of its own
+    vocab_size: int = 0  # the model's vocabulary
+    unit: str = ""  # what a length counts: "bytes", "symbols", "patches a side"
+    causal: bool = True  # a decoder; False: every position sees every other (encodings may refuse it)
+    axes: int = 1  # position axes of an example (an encoding's ``lab_skip_reason`` reads them)
+    metrics: tuple[str, ...] = ()  # what every evaluated length records (a record without them is damaged)
+    uses_corpus: bool = False  # reads a corpus: its fingerprint is recorded, sliding windows apply
+
+    def sequence_length(self, length: int) -> int:
+        """Positions an example of ``length`` occupies (without reading any data)."""
+        raise NotImplementedError(f"task {self.name!r} does not say how long its examples are")
+
+    def positions(self, encoding: PositionalEncoding, length: int) -> torch.Tensor | None:
+        """The positions ``encoding`` reads for examples of ``length``; None: 0 … s − 1."""
+        return None
+
+    def train_batch(self, batch_size: int, length: int, generator: torch.Generator) -> Batch:
+        """A training batch at training length ``length``, drawn from ``generator``."""
+        raise NotImplementedError(f"task {self.name!r} has no training batches")
+
+    def evaluate(self, model: TransformerLM, config: RunConfig) -> dict[str, dict]:
+        """``{str(length): entry}`` per evaluation length: ``{"status": "ok", metric: value, …}``, or
+        another status (``cannot run past L``) with a reason."""
+        raise NotImplementedError(f"task {self.name!r} has no evaluation")
+
+    def fingerprint(self) -> dict | None:
+        """What identifies the data (a corpus's files, bytes and sha256), recorded with each run; None."""
+        return None
+
+    def eval_size(self, size: int, lengths: tuple[int, ...]) -> int:
+        """The evaluation size a run records, from its setup's ``size`` and its evaluation lengths."""
+        return size
+
+    def check(self, config: RunConfig) -> None:
+        """Refuse (a ValueError naming the value) a planned run the data cannot supply, before training."""
+
+    def summary(self, entry: dict) -> str:
+        """A finished run's result at one length, for its progress line (``0.95 EM``)."""
+        return f"{entry[self.metrics[0]]:.3g} {self.metrics[0]}"
+
+    def learned(self, entries: list[dict]) -> bool:
+        """Whether the seeds' evaluated entries at L say that an encoding learned the task."""
+        raise NotImplementedError(f"task {self.name!r} does not say when it is learned")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+#: name -> task, in the order registered (listed by family: :func:`task_names`).
+REGISTRY: dict[str, Task] = {}
+_built_in_loaded = False
+
+
+def _load_built_in() -> None:
+    """Import posenc's own task modules, once (each registers its tasks)."""
+    global _built_in_loaded
+    if not _built_in_loaded:
+        _built_in_loaded = True  # first: the modules' own registrations do not come back here
+        for module in BUILT_IN:
+            importlib.import_module(module)
+
+
+def is_task(value: object) -> bool:
+    """Whether ``value`` is a task or a task class (what an entry point of ``posenc.tasks`` may name)."""
+    return isinstance(value, Task) or (isinstance(value, type) and issubclass(value, Task))
+
+
+def register_task(name: str, task: Task | type[Task]) -> Task:
+    """Register ``task`` (a :class:`Task`, or a subclass made without arguments) as ``name``: every lab
+    command (``run``, ``report``, ``presets``) and ``posenc report`` then know it. Returns the task.
+
+    Raises:
+        TypeError: ``task`` is not a Task.
+        ValueError: a name that is not lower-case letters, digits and underscores, one taken by a task
+            of another class, or a declaration missing (family, vocab_size, axes, metrics).
+    """
+    _load_built_in()
+    if not is_task(task):
+        raise TypeError(f"a lab task is a Task or a Task subclass, got {task!r}")
+    task = task() if isinstance(task, type) else task
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(f"a task name is lower-case letters, digits and underscores, got {name!r}")
+    if name in REGISTRY and type(REGISTRY[name]) is not type(task):
+        raise ValueError(f"task name {name!r} is taken by {type(REGISTRY[name]).__name__}")
+    _check_declared(task)
+    task.name = name
+    REGISTRY[name] = task
+    plugins.remember_class(type(task))  # a task from outside posenc: its errors are its author's to see
+    return task
+
+
+def _check_declared(task: Task) -> None:
+    cls = type(task).__name__
+    if not isinstance(task.family, str) or not task.family:
+        raise ValueError(
+            f"{cls}.family must name the task's family (one of {', '.join(FAMILIES)}, or its own)"
+        )
+    for attribute in ("vocab_size", "axes"):
+        value = getattr(task, attribute)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{cls}.{attribute} must be a positive integer, got {value!r}")
+    if not task.metrics or not all(isinstance(metric, str) for metric in task.metrics):
+        raise ValueError(f"{cls}.metrics must name what its evaluation records, got {task.metrics!r}")
+
+
+def unregister_task(name: str) -> None:
+    """Forget the task registered as ``name`` (a KeyError naming it when there is none)."""
+    if name not in REGISTRY:
+        raise KeyError(f"no task is registered as {name!r}")
+    del REGISTRY[name]
+
+
+def task_names() -> tuple[str, ...]:
+    """The registered tasks by family (:data:`FAMILIES`' order, then other families), each family's in
+    the order registered; installed plugins' entry points included."""
+    _load_built_in()
+    plugins.load_entry_points()
+    rank = {family: index for index, family in enumerate(FAMILIES)}
+    return tuple(sorted(REGISTRY, key=lambda name: rank.get(REGISTRY[name].family, len(FAMILIES))))
+
+
+def registered(name: str) -> Task | None:
+    """The task registered as ``name``, or None (a record of a plugin's task read without it)."""
+    _load_built_in()
+    if name not in REGISTRY:
+        plugins.load_entry_points()
+    return REGISTRY.get(name)
+
+
+def task_named(name: str) -> Task:
+    """The task registered as ``name``; a ValueError listing the valid tasks otherwise."""
+    task = registered(name)
+    if task is None:
+        raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(task_names())}")
+    return task
+
+
 def check_task(name: str) -> str:
     """``name`` if it is a task; a ValueError listing the valid tasks otherwise."""
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(TASKS)}")
+    task_named(name)
     return name
 
 
-class LanguageModelling:
-    """Byte-level language modelling: windows of L bytes preceded by BOS, positions 0 … L − 1."""
-
-    name = "lm"
-    vocab_size = 257
-    unit = "bytes"
-    causal = True  # a decoder
-    axes = 1  # position axes of an example
-
-    def positions(self, encoding: PositionalEncoding, length: int) -> None:
-        return None  # 0 … s − 1
-
-    def __init__(self, corpus: Corpus | None = None) -> None:
-        self.corpus = build_corpus() if corpus is None else corpus
-
-    def sequence_length(self, length: int) -> int:
-        return length
-
-    def fingerprint(self) -> dict | None:
-        return self.corpus.fingerprint
-
-    def train_batch(self, batch_size: int, length: int, generator: torch.Generator) -> Batch:
-        data = self.corpus.train
-        starts = torch.randint(0, data.numel() - length, (batch_size,), generator=generator)  # [b]
-        windows = data[starts[:, None] + torch.arange(length)].long()  # [b, L]
-        return windows_batch(windows)
-
-
-def windows_batch(windows: torch.Tensor) -> Batch:
-    """Byte windows ``[b, n]`` as a batch predicting every byte from BOS and the bytes before it."""
-    bos = torch.full((windows.shape[0], 1), BYTE_BOS, dtype=torch.int64)
-    inputs = torch.cat((bos, windows[:, :-1]), dim=1)  # [b, n]
-    return Batch(inputs, windows, torch.ones_like(windows, dtype=torch.bool))
-
-
-class AlgorithmicTask:
-    """An algorithmic task (copy, sort, parity, …): train on lengths 1 … L drawn uniformly, score the
-    answer tokens."""
-
-    vocab_size = algorithmic.VOCAB_SIZE
-    unit = "symbols"
-    causal = True
-    axes = 1
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def positions(self, encoding: PositionalEncoding, length: int) -> None:
-        return None  # 0 … s − 1
-
-    def sequence_length(self, length: int) -> int:
-        return algorithmic.sequence_length(self.name, length)
-
-    def fingerprint(self) -> dict | None:
-        return None
-
-    def train_batch(self, batch_size: int, length: int, generator: torch.Generator) -> Batch:
-        lengths = algorithmic.training_lengths(batch_size, length, generator)
-        return examples_batch(algorithmic.make_examples(self.name, lengths, generator))
-
-
-def examples_batch(examples: algorithmic.Examples) -> Batch:
-    """Examples as a next-token batch whose mask selects the answer tokens and EOS."""
-    inputs = examples.tokens[:, :-1]  # [b, s]
-    lengths = (inputs != algorithmic.PAD).sum(dim=-1)  # [b]: the inputs before each row's padding
-    return Batch(inputs, examples.tokens[:, 1:], examples.answer[:, 1:], lengths)
-
-
-class GridTask:
-    """The grid task (:mod:`posenc.lab.grid`): a bidirectional model on side × side grids of patches,
-    trained at side L and scored on the patches with two neighbours."""
-
-    name = "grid"
-    vocab_size = grid.CLASSES  # the answers' classes; patches are the first 10 tokens
-    unit = "patches a side"
-    causal = False  # every patch sees its neighbours, before and after it in raster order
-    axes = 2
-
-    def sequence_length(self, length: int) -> int:
-        return grid_sequence_length(length)
-
-    def fingerprint(self) -> dict | None:
-        return None
-
-    def positions(self, encoding: PositionalEncoding, length: int) -> torch.Tensor:
-        return grid.positions_for(encoding, length)
-
-    def train_batch(self, batch_size: int, length: int, generator: torch.Generator) -> Batch:
-        symbols, answers = grid.make_grids(batch_size, length, generator)
-        return Batch(symbols, answers, grid.scored(length).expand(batch_size, -1))
-
-
-def grid_sequence_length(side: int) -> int:
-    """Patches of a side × side grid; a ValueError for a side below 2 (no patch with two neighbours)."""
-    if check_positive_int("side", side) < 2:
-        raise ValueError(f"a grid needs a side of at least 2 (a patch with both neighbours), got {side}")
-    return side * side
-
-
-Task = LanguageModelling | AlgorithmicTask | GridTask
-
-
-def task_class(name: str) -> type[Task]:
-    """The class of the task registered as ``name`` (what it declares, without reading any data)."""
-    check_task(name)
-    return {"lm": LanguageModelling, "grid": GridTask}.get(name, AlgorithmicTask)
-
-
 def make_task(name: str) -> Task:
-    """The task registered as ``name`` (the language-modelling corpus is read on first use)."""
-    cls = task_class(name)
-    return cls(name) if cls is AlgorithmicTask else cls()
+    """The task registered as ``name`` (a corpus is read on first use)."""
+    return task_named(name)
 
 
 def make_task_shape(name: str, length: int) -> int:
     """Positions an example of ``length`` occupies in task ``name``, without reading any data."""
-    cls = task_class(name)
-    if cls is LanguageModelling:
-        return length
-    return grid_sequence_length(length) if cls is GridTask else algorithmic.sequence_length(name, length)
+    return task_named(name).sequence_length(length)
+
+
+def __getattr__(name: str) -> object:
+    if name == "TASKS":  # the registered names when asked: a task registered later is among them
+        return task_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "BITS_PER_BYTE",
+    "BUILT_IN",
+    "EXACT_MATCH",
+    "FAMILIES",
+    "GRID_ACCURACY",
+    "REGISTRY",
+    "Batch",
+    "Task",
+    "check_task",
+    "is_task",
+    "make_task",
+    "make_task_shape",
+    "register_task",
+    "registered",
+    "task_named",
+    "task_names",
+    "unregister_task",
+]
