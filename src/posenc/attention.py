@@ -26,6 +26,7 @@ i / j query / key positions.
 from __future__ import annotations
 
 import functools
+import itertools
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +36,7 @@ from posenc._validation import check_bool, check_positive_int, row_shapes, same_
 from posenc.backends import ATTENTION, check_backend
 from posenc.encodings import PositionalEncoding, build
 from posenc.encodings.base import query_key_positions, resolve_positions
+from posenc.kernels.blocked import biased_attention, differentiable
 from posenc.kernels.per_distance import per_distance_attention
 from posenc.kv_cache import KVCache
 
@@ -231,15 +233,18 @@ class MultiHeadAttention(nn.Module):
         """:meth:`attend` at positions already resolved and checked against q and k (as :meth:`forward_at`
         has them: once per model call, not again in every layer); ``documents`` ``[s]`` / ``[b, s]``
         keeps each token to the keys of its own document (queries and keys the same tokens)."""
-        mask = self._mask(q.shape[2], k.shape[2], q.device, documents)  # [i, j], [b, 1, i, j] or None
         terms = self.encoding.score_terms(
             q, k, q_positions, k_positions, project=self.project_heads
         )  # [b, h, i, j] or None
         if self.encoding.reads_attention_weights:  # the weights themselves are needed: eager, any backend
             bias = _sum(self.encoding.bias(q_positions, k_positions), terms)
+            mask = self._mask(q.shape[2], k.shape[2], q.device, documents)
             return self._eager(q, k, v, bias, mask, q_positions, k_positions)
         if self.backend == "flex":
-            return self._flex(q, k, v, q_positions, k_positions, terms, mask, documents is not None)
+            score_mod = self.encoding.score_mod(q_positions=q_positions, k_positions=k_positions)
+            if score_mod is None and terms is None:  # nothing to add to the scores: SDPA's own kernels
+                return self._unbiased(q, k, v, documents)
+            return self._flex(q, k, v, score_mod, terms, documents)
         if (
             self.backend == "sdpa"
             and terms is None
@@ -252,12 +257,66 @@ class MultiHeadAttention(nn.Module):
                 q, k, v, self.encoding.distance_bias, causal=self.causal, scale=self._scale()
             )
         bias = _sum(self.encoding.bias(q_positions, k_positions), terms)  # [(b,) h, i, j] or None
-        if self.backend == "sdpa":
-            attn_mask = _float_mask(bias, mask, q.dtype)
+        if self.backend == "eager":
+            return self._eager(q, k, v, bias, self._mask(q.shape[2], k.shape[2], q.device, documents))
+        if bias is None:
+            return self._unbiased(q, k, v, documents)
+        attn_mask = _float_mask(bias, self._mask(q.shape[2], k.shape[2], q.device, documents), q.dtype)
+        if (
+            attn_mask.dim() == 3
+        ):  # SDPA's flash kernel takes 2-d or 4-d masks: a 3-d one meant its math backend
+            attn_mask = attn_mask.unsqueeze(0)  # [1, h, i, j]
+        if (
+            q.device.type == "cpu"
+            and not torch.compiler.is_compiling()
+            and (self.causal or differentiable(attn_mask))
+        ):
+            # Flash calls of query blocks that skip the keys after them, and for a learned bias (or terms)
+            # a backward that gives it its gradient instead of SDPA's math backend (posenc.kernels.blocked)
+            return biased_attention(q, k, v, attn_mask, causal=self.causal, scale=self._scale())
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, scale=self._scale(), enable_gqa=self.n_kv_heads != self.n_heads
+        )
+
+    def _unbiased(self, q, k, v, documents: torch.Tensor | None) -> torch.Tensor:
+        """softmax(q·kᵀ·scale + mask)·v with nothing added to the scores, ``[b, h, i, d]``: SDPA's causal
+        kernel (``is_causal``, which skips the hidden keys) where queries and keys are the same tokens, no
+        mask for one query or bidirectional attention, a bool mask only for several queries after a KV
+        cache (``is_causal`` would align them with the first keys); packed documents one at a time."""
+        q_len, k_len = q.shape[2], k.shape[2]
+        gqa = self.n_kv_heads != self.n_heads
+        if documents is not None:
+            segments = None if torch.compiler.is_compiling() else _document_segments(documents)
+            if segments is not None:
+                return self._per_document(q, k, v, segments)
+            mask = self._mask(q_len, k_len, q.device, documents)  # bool [(b, 1,) i, j]
             return F.scaled_dot_product_attention(
-                q, k, v, attn_mask=attn_mask, scale=self._scale(), enable_gqa=self.n_kv_heads != self.n_heads
+                q, k, v, attn_mask=mask, scale=self._scale(), enable_gqa=gqa
             )
-        return self._eager(q, k, v, bias, mask)
+        causal = self.causal and q_len > 1  # one query (decoding) sees every key
+        mask = self._mask(q_len, k_len, q.device) if causal and q_len != k_len else None  # bool [i, j]
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=causal and mask is None, scale=self._scale(), enable_gqa=gqa
+        )
+
+    def _per_document(self, q, k, v, segments: list[tuple[slice, int, int]]) -> torch.Tensor:
+        """Each document's tokens against each other, one SDPA call per document (causal: ``is_causal``),
+        so a packed row costs what its documents cost alone; segments as :func:`_document_segments`."""
+        gqa = self.n_kv_heads != self.n_heads
+        rows: dict[tuple[int | None, int | None], list[torch.Tensor]] = {}
+        for batch, start, end in segments:
+            rows.setdefault((batch.start, batch.stop), []).append(
+                F.scaled_dot_product_attention(
+                    q[batch, :, start:end],
+                    k[batch, :, start:end],
+                    v[batch, :, start:end],
+                    is_causal=self.causal and end - start > 1,
+                    scale=self._scale(),
+                    enable_gqa=gqa,
+                )  # [b or 1, h, end − start, d]
+            )
+        outputs = [torch.cat(parts, dim=2) if len(parts) > 1 else parts[0] for parts in rows.values()]
+        return torch.cat(outputs, dim=0) if len(outputs) > 1 else outputs[0]  # [b, h, s, d]
 
     def _scale(self) -> float:
         """The factor on q·kᵀ, the encoding's ``logit_scale`` (d_head^(−1/2) unless it says otherwise)."""
@@ -273,7 +332,7 @@ class MultiHeadAttention(nn.Module):
         consecutive = torch.equal(k_positions, torch.arange(k_len, device=k.device)) and torch.equal(
             q_positions, torch.arange(k_len - q_len, k_len, device=q.device)
         )
-        return consecutive and "distance_bias" in self.encoding.views
+        return consecutive and self.encoding.distance_bias(torch.zeros(1, dtype=torch.long)) is not None
 
     def _mask(
         self, q_len: int, k_len: int, device, documents: torch.Tensor | None = None
@@ -312,13 +371,14 @@ class MultiHeadAttention(nn.Module):
         keys = self.k_proj(x).view(n, self.n_kv_heads, self.d_head).transpose(0, 1)
         return queries, keys
 
-    def _flex(self, q, k, v, q_positions, k_positions, terms, mask, packed: bool) -> torch.Tensor:
-        score_mod = self.encoding.score_mod(q_positions=q_positions, k_positions=k_positions)
+    def _flex(self, q, k, v, score_mod, terms, documents: torch.Tensor | None) -> torch.Tensor:
         if terms is not None:
             score_mod = _with_terms(score_mod, terms)
         if q.device.type == "cpu":  # never the compiled CPU kernel: see the module docstring
-            return self._score_mod_reference(q, k, v, score_mod, mask)
-        if packed:
+            return self._score_mod_reference(
+                q, k, v, score_mod, self._mask(q.shape[2], k.shape[2], q.device, documents)
+            )
+        if documents is not None:
             raise ValueError(
                 "documents on the flex backend run on CPU (its reference path); on CUDA use backend='sdpa' "
                 "or 'eager'"
@@ -440,6 +500,29 @@ def _with_terms(score_mod, terms: torch.Tensor):
     return with_terms
 
 
+#: Most SDPA calls packed documents take one document at a time; more take one masked call.
+MAX_DOCUMENT_CALLS = 256
+
+
+def _document_segments(documents: torch.Tensor) -> list[tuple[slice, int, int]] | None:
+    """The documents of ``[s]`` / ``[b, s]`` ids as (batch rows, start, end): every row at once where
+    the rows share their documents, else row by row; None beyond :data:`MAX_DOCUMENT_CALLS` of them."""
+    if documents.dim() == 2 and bool((documents == documents[:1]).all()):
+        documents = documents[0]
+    rows = (
+        [(slice(None), documents)]
+        if documents.dim() == 1
+        else [(slice(row, row + 1), ids) for row, ids in enumerate(documents)]
+    )
+    segments = []
+    for batch, ids in rows:
+        starts = [0, *((ids[1:] != ids[:-1]).nonzero().flatten() + 1).tolist(), ids.shape[0]]
+        segments.extend((batch, start, end) for start, end in itertools.pairwise(starts))
+        if len(segments) > MAX_DOCUMENT_CALLS:
+            return None
+    return segments
+
+
 def _float_mask(
     bias: torch.Tensor | None, mask: torch.Tensor | None, dtype: torch.dtype
 ) -> torch.Tensor | None:
@@ -452,6 +535,6 @@ def _float_mask(
 def _check_encoding(encoding: PositionalEncoding, n_heads: int) -> None:
     if not isinstance(encoding, PositionalEncoding):
         raise TypeError(f"encoding must be a PositionalEncoding, got {type(encoding).__name__}")
-    heads = encoding.n_heads
+    heads = getattr(encoding, "n_heads", None)
     if encoding.acts_in_attention and heads is not None and heads != n_heads:
         raise ValueError(f"the encoding's bias has {heads} heads but attention has n_heads={n_heads}")
