@@ -4,20 +4,28 @@ Every encoding is asked the same questions on every call: ``rotate`` q and k (Ro
 scores (ALiBi, T5, Swin) or, for the flex backend, ``score_mod``, ``score_terms`` that read q and
 k (with the layer's projections at hand, ``project_heads``), and, for an encoding that
 ``reads_attention_weights`` (Shaw's relative values), ``value_terms`` added to the output: those
-weights exist only on the eager path, which then serves every backend. Additive encodings act on the embeddings before attention and answer with identities here. The
-base class derives a score_mod from a bias and a bias from a score_mod, so every backend serves every
-encoding; a bias of the distance alone (``distance_bias``) takes a faster path on CPU.
+weights exist only on the eager path, which then serves every backend. Additive encodings act on the
+embeddings before attention and answer with identities here. The base class derives a score_mod from
+a bias and a bias from a score_mod, so every backend serves every encoding; a bias of the distance
+alone (``distance_bias``) takes a faster path on CPU.
 
 Backends, all computing softmax(q·kᵀ·scale + bias + terms + mask)·v, where scale is the encoding's
 ``logit_scale(d_head)`` (1/√d unless the encoding says otherwise: RoPE with DeepSeek's YaRN):
 
 - ``"eager"``: explicit scores and softmax in the inputs' dtype (half types in float32); the reference.
-- ``"sdpa"``: ``scaled_dot_product_attention`` with the bias (and mask) as a float ``attn_mask``.
+- ``"sdpa"``: ``scaled_dot_product_attention``. Nothing added to the scores (NoPE, RoPE, additive
+  encodings): ``is_causal`` where queries and keys are the same tokens (the kernel skips the hidden
+  keys), no mask for one query or bidirectional attention, a bool mask only for several queries after
+  a KV cache, one call per packed document. A bias of the distance alone at consecutive positions on
+  CPU: one per-distance table (``posenc.kernels.per_distance``). Any other bias: a float ``attn_mask``
+  ``[(b,) h, i, j]``, on CPU for causal or learned biases in query blocks with a backward of its own
+  (``posenc.kernels.blocked``).
 - ``"flex"``: compiled ``flex_attention`` with the encoding's ``score_mod`` and a causal block mask,
   so no s×s tensor is built. On CPU, torch 2.13's compiled flex_attention returns wrong values or NaN
   at some lengths and head widths, intermittently, and has no backward; there the same score_mod is
   evaluated on broadcast index grids, a block of queries at a time (exact, with autograd). The
   pure-torch check ``tools/flex_cpu_check.py`` shows when a torch release no longer needs this.
+  With no score_mod and no terms there is nothing for flex to add: SDPA as above.
 
 Notation used for tensor shapes: b batch, s sequence, h heads, h_kv key/value heads, d head width,
 i / j query / key positions.
