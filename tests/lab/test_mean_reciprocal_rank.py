@@ -8,10 +8,10 @@ import statistics
 
 import pytest
 
-from posenc.lab import report
+from posenc.lab import exact_match
 from posenc.lab.presets import PRESETS, run_config
 from posenc.lab.records import Records
-from posenc.lab.report import PUBLISHED_MRR, comparison_markdown, mean_reciprocal_rank, ranks
+from posenc.lab.report import PUBLISHED_MRR, comparison_markdown, mean_reciprocal_rank, ranking, ranks
 from tests.lab.helpers import record_algorithmic_run
 
 SMOKE = PRESETS["smoke"]
@@ -27,7 +27,7 @@ HAND_MRR = {"a": (1 + 1 / 2) / 2, "b": (1 / 2 + 1) / 2, "c": (1 / 2 + 1 / 2) / 2
 
 
 def _agrees_with_hand() -> bool:
-    measured = report.mean_reciprocal_rank(SCORES)
+    measured = ranking.mean_reciprocal_rank(SCORES)
     return measured.keys() == HAND_MRR.keys() and all(
         math.isclose(measured[name], value) for name, value in HAND_MRR.items()
     )
@@ -58,7 +58,7 @@ def _dense(scores: dict[str, float]) -> dict[str, int]:  # 1, 2, 2, 3
 
 @pytest.mark.parametrize("planted", [_worst_first, _ties_take_the_worst_rank, _dense])
 def test_a_planted_wrong_rank_order_is_caught(monkeypatch, planted):
-    monkeypatch.setattr(report, "ranks", planted)
+    monkeypatch.setattr(ranking, "ranks", planted)
     assert not _agrees_with_hand()
 
 
@@ -173,7 +173,7 @@ def test_an_encoding_without_a_run_of_a_task_is_named_under_the_ranks(markdown):
 
 
 def test_no_task_learned_by_most_leaves_that_column_empty(monkeypatch, markdown, tmp_path):
-    monkeypatch.setattr(report, "LEARNED_AT_L", 1.01)
+    monkeypatch.setattr(exact_match, "LEARNED_AT_L", 1.01)  # what the exact-match tasks call learned
     header, rows = _table(comparison_markdown(tmp_path / "r.sqlite"), "Encoding | MRR (all encodings)")
     assert {cells[1] for cells in rows.values()} == {"—"}
 

@@ -11,7 +11,13 @@ import pytest
 from posenc.lab.intervals import interval
 from posenc.lab.presets import PRESETS, Overrides, run_config
 from posenc.lab.records import Records
-from posenc.lab.report import _parameter_cell, bits_per_position_figure, comparison_markdown, configurations
+from posenc.lab.report import (
+    Run,
+    _parameter_cell,
+    bits_per_position_figure,
+    comparison_markdown,
+    configurations,
+)
 from tests.lab.helpers import FAKE_CORPUS, lab, record_run
 
 SMOKE = PRESETS["smoke"]
@@ -95,9 +101,9 @@ def test_a_config_recorded_by_another_version_is_its_own_configuration(tmp_path)
         old = replace(run_config(SMOKE, "lm", "alibi", 1, corpus_sha256=FAKE_CORPUS["sha256"]), version=0)
         record_run(records, "smoke", old, dict.fromkeys(old.eval_lengths, 3.0))
     with Records(path, readonly=True) as records:
-        groups = configurations(records.rows())
-    assert [settings for settings, _ in groups] == [(), (("version", "0"),)]
-    assert [[row["seed"] for row in rows] for _, rows in groups] == [[0], [1]]
+        groups = configurations([Run.of(row) for row in records.rows()])
+    assert [group.settings for group in groups] == [(), (("version", "0"),)]
+    assert [[run.seed for run in group.runs] for group in groups] == [[0], [1]]
 
 
 def test_figure_draws_one_configuration_and_names_it(db):
@@ -117,9 +123,10 @@ def test_cli_report_prints_one_table_per_configuration(db, tmp_path, capsys):
     assert "2 configurations of this preset are recorded" in out
 
 
-def _learned_run(task: str, length: int, at_l: int, at_2l: int) -> dict:
+def _learned_run(task: str, length: int, at_l: int, at_2l: int) -> Run:
     metrics = {"positional_parameters": at_l, "positional_parameters_at_2L": at_2l, "fixed_constants": 0}
-    return {"metrics": metrics, "config": {"task": task, "train_length": length, "model": {"d_model": 32}}}
+    config = {"task": task, "train_length": length, "model": {"d_model": 32}}
+    return Run("h", "smoke", task, "learned", 0, "done", None, config, metrics, {}, {}, None, "")
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 from matplotlib.figure import Figure
 
@@ -18,29 +19,32 @@ from posenc.document import Block, Bullets, Heading, Paragraph
 from posenc.lab.intervals import binned_curve, format_interval, interval
 from posenc.table import Table
 
+if TYPE_CHECKING:
+    from posenc.lab.report.loading import Run
+
 ZERO_SHOT, FINE_TUNED = "zero-shot", "fine-tuned"
 
 
-def is_extension_preset(rows: list[dict]) -> bool:
+def is_extension_preset(rows: list[Run]) -> bool:
     """Whether a preset's rows are an extension study (some run starts from another's weights)."""
-    return any(row["status"] == "done" and row["config"].get("init_from") for row in rows)
+    return any(row.done and row.config.get("init_from") for row in rows)
 
 
-def _mode(row: dict) -> str:
-    return FINE_TUNED if row["config"]["train"]["steps"] else ZERO_SHOT
+def _mode(row: Run) -> str:
+    return FINE_TUNED if row.config["train"]["steps"] else ZERO_SHOT
 
 
-def _scaling(row: dict) -> str:
-    return row["config"]["encoding_kwargs"].get("scaling") or "unscaled"
+def _scaling(row: Run) -> str:
+    return row.config["encoding_kwargs"].get("scaling") or "unscaled"
 
 
-def _groups(rows: list[dict]) -> tuple[dict, dict, int]:
-    """({(scaling, mode, target): [row]}, {encoding: [row]} trained from scratch, L)."""
+def _groups(rows: list[Run]) -> tuple[dict, dict, int]:
+    """({(scaling, mode, target): [run]}, {encoding: [run]} trained from scratch, L)."""
     extended, scratch, length = defaultdict(list), defaultdict(list), 0
     for row in rows:
-        if row["status"] != "done":
+        if not row.done:
             continue
-        config = row["config"]
+        config = row.config
         length = config["train_length"]
         if config.get("init_from"):
             extended[_scaling(row), _mode(row), max(config["eval_lengths"])].append(row)
@@ -49,18 +53,18 @@ def _groups(rows: list[dict]) -> tuple[dict, dict, int]:
     return extended, scratch, length
 
 
-def _cell(runs: list[dict], length: int, key: str = "bpb") -> str:
+def _cell(runs: list[Run], length: int, key: str = "bpb") -> str:
     values = [
         entry[key]
         for row in runs
-        if (entry := row["metrics"]["eval"].get(str(length)))
+        if (entry := row.metrics["eval"].get(str(length)))
         and entry["status"] == "ok"
         and entry[key] is not None
     ]
     return format_interval(interval(values)) if values else "—"
 
 
-def target_table(rows: list[dict], target: int) -> Table:
+def target_table(rows: list[Run], target: int) -> Table:
     """Bits per byte at ``target`` (all positions and positions ≥ L) and at L, per scaling and mode,
     then the encodings trained from scratch."""
     extended, scratch, length = _groups(rows)
@@ -82,7 +86,7 @@ def target_table(rows: list[dict], target: int) -> Table:
                 _cell(tuned, length),
             )
         )
-    base = next((row["config"]["encoding"] for runs in extended.values() for row in runs), None)
+    base = next((row.config["encoding"] for runs in extended.values() for row in runs), None)
     for encoding, runs in scratch.items():
         if encoding == base:
             continue
@@ -97,7 +101,7 @@ def target_table(rows: list[dict], target: int) -> Table:
                 "—",
             )
         )
-    seeds = len({row["seed"] for row in rows if row["status"] == "done"})
+    seeds = len({row.seed for row in rows if row.done})
     return Table(
         [
             "Model",
@@ -117,14 +121,14 @@ def target_table(rows: list[dict], target: int) -> Table:
     )
 
 
-def _settings(rows: list[dict]) -> Bullets:
+def _settings(rows: list[Run]) -> Bullets:
     tuned = [
-        row["config"]
+        row.config
         for row in rows
-        if row["status"] == "done" and row["config"].get("init_from") and row["config"]["train"]["steps"]
+        if row.done and row.config.get("init_from") and row.config["train"]["steps"]
     ]
     base = next(
-        (row["config"] for row in rows if row["status"] == "done" and not row["config"].get("init_from")),
+        (row.config for row in rows if row.done and not row.config.get("init_from")),
         None,
     )
     items = []
@@ -150,22 +154,22 @@ def _settings(rows: list[dict]) -> Bullets:
 _NOT_SETUP = ("seed", "encoding", "encoding_kwargs", "train_backend", "eval_backend")
 
 
-def studies(rows: list[dict]) -> list[list[dict]]:
+def studies(rows: list[Run]) -> list[list[Run]]:
     """The finished runs grouped by study, in the order first recorded: a run starting from a base's
     weights (``init_from``) belongs to its base's study, and runs trained from scratch share one when
     their configs agree but for the seed and the encoding. Only runs of one study are averaged (two
     budgets or training lengths in one database give two studies, never one mean)."""
-    done = [row for row in rows if row["status"] == "done"]
-    by_hash = {row["config_hash"]: row for row in done}
-    groups: dict[str, list[dict]] = {}
+    done = [row for row in rows if row.done]
+    by_hash = {row.config_hash: row for row in done}
+    groups: dict[str, list[Run]] = {}
     for row in done:
-        root = by_hash.get(row["config"].get("init_from"), row)
-        setup = {key: value for key, value in root["config"].items() if key not in _NOT_SETUP}
+        root = by_hash.get(row.config.get("init_from"), row)
+        setup = {key: value for key, value in root.config.items() if key not in _NOT_SETUP}
         groups.setdefault(json.dumps(setup, sort_keys=True), []).append(row)
     return list(groups.values())
 
 
-def extension_blocks(preset: str, rows: list[dict]) -> list[Block]:
+def extension_blocks(preset: str, rows: list[Run]) -> list[Block]:
     """The study's section: settings, then one table per target length; one such section per study
     where the records hold more than one (:func:`studies`)."""
     found = studies(rows)
@@ -187,7 +191,7 @@ def extension_blocks(preset: str, rows: list[dict]) -> list[Block]:
     return blocks
 
 
-def extension_curves(rows: list[dict], mode: str, bins: int = 48) -> tuple[dict, int, int]:
+def extension_curves(rows: list[Run], mode: str, bins: int = 48) -> tuple[dict, int, int]:
     """({label: (positions, mean, low, high)}, L, target) at the longest target, for ``mode``."""
     extended, scratch, length = _groups(rows)
     if not extended:
@@ -195,22 +199,22 @@ def extension_curves(rows: list[dict], mode: str, bins: int = 48) -> tuple[dict,
     target = max(t for _, _, t in extended)
     runs_by_label = {f"RoPE, {s}": runs for (s, m, t), runs in extended.items() if m == mode and t == target}
     if mode == ZERO_SHOT:
-        base = next(row["config"]["encoding"] for runs in extended.values() for row in runs)
+        base = next(row.config["encoding"] for runs in extended.values() for row in runs)
         runs_by_label |= {f"{e} (from scratch)": runs for e, runs in scratch.items() if e != base}
     curves = {}
     for label, runs in runs_by_label.items():
         key = str(target)
         per_seed = [
-            row["metrics"]["eval"][key]["curve"]
+            row.metrics["eval"][key]["curve"]
             for row in runs
-            if row["metrics"]["eval"].get(key, {}).get("status") == "ok"
+            if row.metrics["eval"].get(key, {}).get("status") == "ok"
         ]
         if per_seed:
             curves[label] = binned_curve(per_seed, target, bins)
     return curves, length, target
 
 
-def extension_figure(rows: list[dict], mode: str) -> Figure | None:
+def extension_figure(rows: list[Run], mode: str) -> Figure | None:
     """Bits per byte against position at the longest target, one line per scaling (and, zero-shot, per
     encoding from scratch), of the study with the most runs; None without such runs."""
     from posenc.plots.lab import bits_per_position

@@ -7,8 +7,13 @@ the corpus and the versions that ran them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from posenc.document import Bullets, Details
-from posenc.lab.tasks import TASKS
+from posenc.lab.tasks import task_names
+
+if TYPE_CHECKING:
+    from posenc.lab.report.loading import Run
 
 SUMMARY = "Run settings: model, budget, seeds and each encoding's arguments"
 
@@ -23,10 +28,10 @@ def arguments(kwargs: dict) -> str:
     return ", ".join(f"{key}={value}" for key, value in sorted(kwargs.items())) or "no arguments"
 
 
-def _task_line(task: str, done: list[dict]) -> str:
-    run = next(row for row in done if row["task"] == task)
-    config, model, train = run["config"], run["config"]["model"], run["config"]["train"]
-    seeds = sorted({row["seed"] for row in done if row["task"] == task})
+def _task_line(task: str, done: list[Run]) -> str:
+    run = next(run for run in done if run.task == task)
+    config, model, train = run.config, run.config["model"], run.config["train"]
+    seeds = sorted({run.seed for run in done if run.task == task})
     return (
         f"`{task}`: L={config['train_length']}, evaluated at {', '.join(map(str, config['eval_lengths']))}; "
         f"d_model={model['d_model']}, {plural(model['n_layers'], 'layer')}, {plural(model['n_heads'], 'head')}; "
@@ -46,24 +51,26 @@ def _encoding_line(name: str, by_task: dict[str, dict]) -> str:
     return f"`{name}`: " + "; ".join(per_group)
 
 
-def settings(rows: list[dict]) -> Details:
-    """The settings of ``rows`` (one configuration's runs), collapsed under :data:`SUMMARY`."""
-    done = [row for row in rows if row["status"] == "done"]
-    tasks = [task for task in TASKS if any(row["task"] == task for row in done)]
+def settings(runs: list[Run]) -> Details:
+    """The settings of ``runs`` (one configuration's), collapsed under :data:`SUMMARY`."""
+    done = [run for run in runs if run.done]
+    recorded = {run.task for run in done}
+    order = task_names()  # the registered tasks in their order, then any other by name
+    tasks = [task for task in order if task in recorded] + sorted(recorded - set(order))
     lines = [_task_line(task, done) for task in tasks]
     encodings: dict[str, dict[str, dict]] = {}
     for task in tasks:
-        for row in done:
-            if row["task"] == task:
-                encodings.setdefault(row["encoding"], {})[task] = row["config"]["encoding_kwargs"]
+        for run in done:
+            if run.task == task:
+                encodings.setdefault(run.encoding, {})[task] = run.config["encoding_kwargs"]
     lines += [_encoding_line(name, by_task) for name, by_task in sorted(encodings.items())]
-    corpus = next((row["corpus"] for row in done if row["corpus"]), None)
+    corpus = next((run.corpus for run in done if run.corpus), None)
     if corpus:
         lines.append(
             f"corpus: {corpus['files']:,} stdlib files, {corpus['bytes']:,} bytes, sha256 {corpus['sha256'][:16]}…, "
             f"validation {corpus['validation_files']:,} files / {corpus['validation_bytes']:,} bytes"
         )
-    versions = next((row["versions"] for row in done), None)
+    versions = next((run.versions for run in done), None)
     if versions:
         lines.append(
             f"python {versions['python']}, torch {versions['torch']}, posenc {versions['posenc']}, {versions['device']}"
