@@ -4,9 +4,10 @@ Three ways in, read by ``posenc`` and by ``python -m posenc.lab`` (each torchrun
 
 - the entry-point groups ``posenc.encodings`` and ``posenc.tasks`` of installed packages
   (``[project.entry-points."posenc.encodings"] myenc = "mypackage.myenc:MyEncoding"``): an entry point
-  naming a ``PositionalEncoding`` class registers it under the entry point's name; one naming a module
-  imports it (the module registers what it defines); one naming a function calls it. Loaded once, on
-  the first look-up of an encoding (``posenc.available()``, ``posenc.build``);
+  naming a ``PositionalEncoding`` class (of ``posenc.tasks``: a lab ``Task`` or its class) registers it
+  under the entry point's name; one naming a module imports it (the module registers what it defines);
+  one naming a function calls it. Loaded once, on the first look-up of an encoding
+  (``posenc.available()``, ``posenc.build``) or of a lab task;
 - ``--plugin MODULE`` on any command (repeatable): the module is imported before the command line is
   read, so its encodings are valid names there;
 - the environment variable ``POSENC_PLUGINS``: module names separated by commas, imported likewise
@@ -78,15 +79,18 @@ def _install(group: str, name: str, loaded: object) -> None:
     """Register what an entry point named: a class under its name, a function by calling it, a module
     by having imported it."""
     from posenc.encodings import PositionalEncoding, register  # here: the registry looks plugins up
+    from posenc.lab.tasks import is_task, register_task
 
     if group == ENCODING_GROUP and isinstance(loaded, type) and issubclass(loaded, PositionalEncoding):
         register(name, loaded)
+    elif group == TASK_GROUP and is_task(loaded):
+        register_task(name, loaded)
     elif callable(loaded) and not isinstance(loaded, type):
         loaded()
     elif not isinstance(loaded, type(sys)):
         raise TypeError(
             f"an entry point of {group} names a module, a function to call or (for encodings) a "
-            f"PositionalEncoding class, got {loaded!r}"
+            f"PositionalEncoding class (for tasks, a Task or Task class), got {loaded!r}"
         )
 
 
