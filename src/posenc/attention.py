@@ -340,7 +340,7 @@ class MultiHeadAttention(nn.Module):
         consecutive = torch.equal(k_positions, torch.arange(k_len, device=k.device)) and torch.equal(
             q_positions, torch.arange(k_len - q_len, k_len, device=q.device)
         )
-        return consecutive and self.encoding.distance_bias(torch.zeros(1, dtype=torch.long)) is not None
+        return consecutive and "distance_bias" in self.encoding.views
 
     def _mask(
         self, q_len: int, k_len: int, device, documents: torch.Tensor | None = None
@@ -543,6 +543,6 @@ def _float_mask(
 def _check_encoding(encoding: PositionalEncoding, n_heads: int) -> None:
     if not isinstance(encoding, PositionalEncoding):
         raise TypeError(f"encoding must be a PositionalEncoding, got {type(encoding).__name__}")
-    heads = getattr(encoding, "n_heads", None)
+    heads = encoding.n_heads
     if encoding.acts_in_attention and heads is not None and heads != n_heads:
         raise ValueError(f"the encoding's bias has {heads} heads but attention has n_heads={n_heads}")
