@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[1]
-EXAMPLE = ROOT / "docs" / "plugins" / "distance_decay"
+#: The example plugins of docs/plugins: an encoding and a lab task, each a package with an entry point.
+EXAMPLES = [ROOT / "docs" / "plugins" / "distance_decay", ROOT / "docs" / "plugins" / "increment"]
 BIN = Path(sys.executable).parent
 
 
@@ -28,13 +29,14 @@ def run(args: list[str], env: dict, cwd: Path, timeout: int = 300) -> subprocess
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> dict:
-    """The environment of commands that see the example plugin installed with pip."""
+    """The environment of commands that see the example plugins installed with pip."""
     work = tmp_path_factory.mktemp("plugin")
-    source = work / "source"
-    shutil.copytree(EXAMPLE, source)  # pip builds in the source folder: a copy keeps docs/ clean
+    sources = [work / example.name for example in EXAMPLES]
+    for example, source in zip(EXAMPLES, sources, strict=True):
+        shutil.copytree(example, source)  # pip builds in the source folder: a copy keeps docs/ clean
     site = work / "site"
     pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]
-    done = run([*pip, "--target", str(site), str(source)], dict(os.environ), work)
+    done = run([*pip, "--target", str(site), *map(str, sources)], dict(os.environ), work)
     assert done.returncode == 0, done.stderr
     env = dict(os.environ, PYTHONPATH=str(site), POSENC_PLUGINS="")
     env.pop("CUDA_VISIBLE_DEVICES", None)
@@ -67,7 +69,7 @@ def test_an_installed_plugin_trains_in_the_lab_under_torchrun_and_is_reported(in
         "--preset",
         "smoke",
         "--task",
-        "copy",
+        "copy,increment",
         "--encodings",
         "distance_decay,nope",
         "--seeds",
@@ -85,11 +87,27 @@ def test_an_installed_plugin_trains_in_the_lab_under_torchrun_and_is_reported(in
     trained = run(command, dict(installed, OMP_NUM_THREADS="1"), tmp_path, timeout=600)
     assert trained.returncode == 0, trained.stderr[-3000:]
     with sqlite3.connect(db) as connection:
-        encodings = {row[0] for row in connection.execute("SELECT encoding FROM runs")}
-    assert encodings == {"distance_decay", "nope"}
+        runs = set(connection.execute("SELECT task, encoding FROM runs WHERE status = 'done'"))
+    assert runs == {(task, name) for task in ("copy", "increment") for name in ("distance_decay", "nope")}
     reported = run([str(BIN / "posenc"), "lab", "report", "--db", str(db)], installed, tmp_path)
     assert reported.returncode == 0, reported.stderr
-    assert "distance_decay" in reported.stdout
+    assert "distance_decay" in reported.stdout and "increment" in reported.stdout
+    out = tmp_path / "report"
+    report = [
+        "report",
+        "--encodings",
+        "distance_decay",
+        "--lab-db",
+        str(db),
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
+    whole = run([str(BIN / "posenc"), *report], installed, tmp_path)
+    assert whole.returncode == 0, whole.stderr
+    page = (out / "index.html").read_text()
+    assert 'id="figures-distance_decay"' in page and "increment" in page
+    assert list((out / "figures").glob("distance_decay*.png"))
 
 
 PLUGIN_MODULE = '''

@@ -26,7 +26,7 @@ import posenc
 from posenc._memory import out_of_memory
 from posenc.analysis import PROPERTY_NAMES, Property, properties_by_name
 from posenc.document import Block, Heading, Image, Paragraph, inline_html, to_html, to_markdown
-from posenc.encodings import ENCODINGS
+from posenc.encodings import ENCODINGS, encoding_class
 from posenc.table import Table
 
 #: Column titles of the verification table, one per property.
@@ -143,12 +143,13 @@ def _figure_sections(
     return blocks
 
 
-def _gallery() -> dict[str, list | Exception]:
-    """Gallery name -> its figure specs, or the error choosing them raised (the others go on)."""
+def _gallery(encodings: list[str] | None = None) -> dict[str, list | Exception]:
+    """Gallery name -> its figure specs, or the error choosing them raised (the others go on); only
+    ``encodings`` when given (and then no figure across every encoding)."""
     from posenc.plots import gallery
 
     chosen: dict[str, list | Exception] = {}
-    for name in gallery.names():
+    for name in gallery.names() if encodings is None else encodings:
         try:
             chosen[name] = gallery.figures(name)
         except Exception as error:  # an encoding's specimen or views may raise anything
@@ -244,18 +245,31 @@ def _lab_section(out: Path, lab_db: Path | None) -> list[Block]:
     return section
 
 
-def build_report(out: Path, *, lab_db: Path | None = None, progress: bool = True) -> dict:
-    """Write the report into ``out``; returns a summary (paths, figure count, failures per encoding)."""
+def build_report(
+    out: Path, *, lab_db: Path | None = None, progress: bool = True, encodings: list[str] | None = None
+) -> dict:
+    """Write the report into ``out``; returns a summary (paths, figure count, failures per encoding).
+
+    ``encodings``: registered names to report on (default every one, and the figures across them).
+
+    Raises:
+        ValueError: an unknown name in ``encodings`` (the registered ones listed), or an empty list.
+    """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    if encodings is not None:
+        if not encodings:
+            raise ValueError("encodings must name at least one encoding, got none")
+        for name in encodings:
+            encoding_class(name)  # an unknown name: the registry's error, listing the valid ones
     out = Path(out)
     _check_writable(out)
-    chosen = _gallery()
+    chosen = _gallery(encodings)
     total = sum(len(specs) for specs in chosen.values() if isinstance(specs, list)) + 1
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"))
     with Progress(*columns, TimeElapsedColumn(), disable=not progress, transient=False) as bar:
         task = bar.add_task("verifying every encoding", total=total)
-        table = verification_table()
+        table = verification_table(encodings)
         bar.advance(task)
 
         def advance(label: str) -> None:

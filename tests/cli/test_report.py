@@ -71,14 +71,57 @@ def test_report_says_where_it_wrote(cli, tmp_path, monkeypatch):
 
     seen = {}
 
-    def build(out, *, lab_db, progress):
-        seen.update(out=out, lab_db=lab_db, progress=progress)
+    def build(out, *, lab_db, progress, encodings):
+        seen.update(out=out, lab_db=lab_db, progress=progress, encodings=encodings)
         return {"out": str(out), "figures": 3, "lab": False, "fails": {}}
 
     monkeypatch.setattr(posenc.report, "build_report", build)
     missing = tmp_path / "none.sqlite"
     run = cli("report", "--out", str(tmp_path / "r"), "--lab-db", str(missing), "--no-progress")
-    assert run.code == 0 and seen == {"out": tmp_path / "r", "lab_db": missing, "progress": False}
+    assert run.code == 0
+    assert seen == {"out": tmp_path / "r", "lab_db": missing, "progress": False, "encodings": None}
     assert run.out == (
         f"report written to {tmp_path / 'r'}/index.html and report.md (3 figures; no lab records at {missing})\n"
     )
+
+
+def test_report_on_named_encodings_only(tmp_path):
+    from posenc.cli import main
+
+    out = tmp_path / "report"
+    assert (
+        main(
+            [
+                "report",
+                "--encodings",
+                "alibi",
+                "--out",
+                str(out),
+                "--no-progress",
+                "--lab-db",
+                str(tmp_path / "x"),
+            ]
+        )
+        == 0
+    )
+    page = (out / "index.html").read_text()
+    assert (
+        'id="figures-alibi"' in page and 'id="figures-rope"' not in page and "figures-comparison" not in page
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("rope,,alibi", "without empty items"),
+        ("rope,rope", "names rope more than once"),
+        ("ropee", "unknown encoding 'ropee'"),
+    ],
+)
+def test_report_refuses_bad_encoding_names_in_one_line(value, message, tmp_path, capsys):
+    from posenc.cli import main
+
+    assert main(["report", "--encodings", value, "--out", str(tmp_path / "r"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r" / "index.html").exists()

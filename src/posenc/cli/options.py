@@ -141,3 +141,15 @@ def some_lengths(text: str) -> tuple[int, ...]:
     if not values:
         raise argparse.ArgumentTypeError(f"lengths must name at least one length, got {text!r}")
     return values
+
+
+def encoding_names(text: str) -> list[str]:
+    """Comma-separated names (``--encodings rope,alibi``), each once, none empty; whether each is
+    registered is the command's check (after plugins are loaded)."""
+    items = [item.strip() for item in text.split(",")]
+    if any(not item for item in items):
+        raise argparse.ArgumentTypeError(f"must be comma-separated names without empty items, got {text!r}")
+    repeated = sorted({item for item in items if items.count(item) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(f"names {', '.join(repeated)} more than once in {text!r}")
+    return items

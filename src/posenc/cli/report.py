@@ -7,6 +7,7 @@ from pathlib import Path
 
 from posenc._extras import require
 from posenc._paths import writable_folder
+from posenc.cli.options import encoding_names
 
 
 def configure(subparsers) -> None:
@@ -21,6 +22,13 @@ def configure(subparsers) -> None:
         default=Path("lab/records.sqlite"),
         help="lab records to include when present (default lab/records.sqlite)",
     )
+    parser.add_argument(
+        "--encodings",
+        type=encoding_names,
+        default=None,
+        help="comma-separated encodings to report on (default every registered one, with the figures "
+        "across them)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -32,7 +40,9 @@ def run(args: argparse.Namespace) -> int:
     _check_lab_db(args.lab_db)
     from posenc.report import build_report
 
-    summary = build_report(args.out, lab_db=args.lab_db, progress=not args.no_progress)
+    summary = build_report(
+        args.out, lab_db=args.lab_db, progress=not args.no_progress, encodings=args.encodings
+    )
     lab = "with the lab table" if summary["lab"] else f"no lab records at {args.lab_db}"
     print(
         f"report written to {summary['out']}/index.html and report.md ({summary['figures']} figures; {lab})"
