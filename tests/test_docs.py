@@ -215,3 +215,11 @@ def test_the_docs_comparison_figure_has_a_row_for_every_registered_encoding(comp
     width, height = int.from_bytes(header[:4], "big"), int.from_bytes(header[4:], "big")
     inches_wide, inches_high = figure.get_size_inches()
     assert abs(height - width * inches_high / inches_wide) <= 1, (width, height, figure.get_size_inches())
+
+
+def test_the_architecture_walk_throughs_are_the_plugins_the_tests_install():
+    from tests.test_plugins import EXAMPLES
+
+    text = (Path(__file__).parents[1] / "docs" / "architecture.md").read_text()
+    walked = set(re.findall(r"`docs/plugins/(\w+)`", text))
+    assert walked == {path.name for path in EXAMPLES} == {"distance_decay", "increment"}
