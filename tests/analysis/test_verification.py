@@ -9,8 +9,8 @@ import torch
 
 from posenc import available, build
 from posenc.analysis import PROPERTY_NAMES, properties, properties_by_name, specimen
+from posenc.analysis.float_error import _ulps
 from posenc.analysis.specimens import specimen_arguments
-from posenc.analysis.verification import _ulps
 from posenc.encodings import (
     ENCODINGS,
     ALiBi,

@@ -13,33 +13,24 @@ returned with the error (verdict ``error``, ``holds=False``): one failing hook n
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass
 
 import torch
 
 from posenc._memory import out_of_memory
 from posenc._validation import check_positive_int
 from posenc.analysis.dot_product import dot_by_distance
-from posenc.analysis.precision import RECIPES
+from posenc.analysis.float_error import precision
+from posenc.analysis.property import Property, _at_most, _not_applicable, _worst, failed
 from posenc.analysis.rotation import linear_map_residual, norm_change
 from posenc.analysis.shift import logit_shift_change, position_sensitivity, probe_widths
 from posenc.analysis.specimens import specimen
 from posenc.encodings import PositionalEncoding, available
 from posenc.encodings.base import trainable_parameters
-from posenc.functional.angles import exact_cos_sin, split_frequencies
 
 #: Relative error accepted where a claim is an identity (float64 arithmetic throughout).
 IDENTITY_TOLERANCE = 1e-9
 #: Far-over-near similarity below which similarity is said to decay with distance.
 DECAY_RATIO = 0.75
-#: Largest position (exclusive) of the precision check, the DESIGN precision goal.
-PRECISION_POSITIONS = 2**21
-#: Magnitude below which a value of a [−1, 1] table is judged by the ulp at 1/64 (see ``_ulps``).
-TABLE_FLOOR = 2.0**-6
-#: Positions (exclusive) that RoPE and the sinusoidal code serve from a float64 cache: the precision
-#: check reads them in a call of their own, as ordinary calls do, and the far ones in another.
-CACHED_POSITIONS = 2**16
 #: Roundings of its dtype by which a bias's largest |value| may move between T and 4T and still be
 #: bounded: the same bounded function evaluated at other distances, not a growth (see ``_bias_bounded``).
 BOUNDED_ROUNDINGS = 4
@@ -55,56 +46,6 @@ PROPERTY_NAMES = (
     "parameters",
     "precision",
 )
-
-
-@dataclass(frozen=True)
-class Property:
-    """One measured claim about one encoding."""
-
-    name: str  # one of PROPERTY_NAMES
-    value: float | None  # the measured number; None when the claim does not apply
-    threshold: str  # the pass condition on value, e.g. "≤ 1e-09"
-    holds: bool | None  # True / False; None when the claim does not apply
-    reason: str  # why it holds, fails or does not apply
-    category: str | None = None  # "relative" only: explicit | implicit | no | none | contextual
-    error: str | None = None  # what measuring it raised ("ValueError: …"); holds is then False
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-    @property
-    def verdict(self) -> str:
-        """``holds`` / ``fails`` / ``n/a``, or ``error`` where measuring the claim raised."""
-        if self.error is not None:
-            return "error"
-        return "n/a" if self.holds is None else ("holds" if self.holds else "fails")
-
-
-def _not_applicable(name: str, reason: str) -> Property:
-    return Property(name, None, "—", None, reason)
-
-
-def failed(name: str, error: BaseException) -> Property:
-    """The claim ``name`` as not measured because ``error`` was raised: verdict ``error``, never a pass."""
-    message = f"{type(error).__name__}: {error}"
-    return Property(name, None, "—", False, f"measuring it raised {message}", error=message)
-
-
-def _at_most(name: str, value: float, limit: float, passed: str, failed: str) -> Property:
-    """Holds when ``value`` ≤ ``limit``; a NaN or infinite value fails, and the reason says so."""
-    holds = bool(math.isfinite(value) and value <= limit)
-    if not math.isfinite(value):
-        failed = f"the measurement is {value} (a NaN or infinite value along the way); {failed}"
-    return Property(name, float(value), f"≤ {limit:.3g}", holds, passed if holds else failed)
-
-
-def _worst(values: Iterable[float]) -> float:
-    """The largest of ``values``, NaN when one is NaN: Python's ``max`` keeps or drops a NaN depending on
-    where it stands, so a NaN at one shift or offset would vanish and the claim hold."""
-    values = [float(value) for value in values]
-    if not values:
-        raise ValueError("no value to take the largest of: measure at least one shift, offset or distance")
-    return math.nan if any(math.isnan(value) for value in values) else max(values)
 
 
 def _codes(encoding: PositionalEncoding, length: int) -> torch.Tensor | None:
@@ -534,144 +475,6 @@ def _growth(encoding: PositionalEncoding, sizes: dict[str, int]) -> str:
         return f"growth with {unknown} unknown: count_parameters cannot evaluate it there"
     grows = [letter for letter, count in doubled.items() if count != at]
     return f"grows with {', '.join(grows)}" if grows else "independent of L, d and h"
-
-
-def _ulps(
-    approx: torch.Tensor, exact: torch.Tensor, dtype: torch.dtype, floor: float | torch.Tensor = 0.0
-) -> float:
-    """max |approx − exact| in units of the last place of ``dtype`` at each exact value (NaN if any is NaN).
-
-    ``floor``: the smallest magnitude whose ulp is used (a number, or a tensor that broadcasts against
-    ``exact``), so that values near 0 of a table in [−a, a] are judged on the table's scale rather
-    than on their own (tiny) ulp.
-    """
-    info = torch.finfo(dtype)
-    floor = torch.as_tensor(floor, dtype=torch.float64).clamp_min(info.tiny)
-    magnitude = torch.maximum(exact.abs(), floor)
-    ulp = torch.exp2(torch.floor(torch.log2(magnitude))) * info.eps  # spacing of dtype at each value
-    return float(((approx.to(torch.float64) - exact).abs() / ulp).max())
-
-
-def _precision_positions() -> torch.Tensor:
-    """0 … 1023, every power of two ± 1 up to 2^21, and 1024 random positions below 2^21."""
-    edges = [p + e for k in range(10, 22) for p in (2**k,) for e in (-1, 0, 1) if p + e < PRECISION_POSITIONS]
-    generator = torch.Generator().manual_seed(0)
-    random = torch.randint(0, PRECISION_POSITIONS, (1024,), generator=generator)
-    return torch.cat((torch.arange(1024), torch.tensor(edges), random)).unique()
-
-
-def _calls(positions: torch.Tensor) -> list[torch.Tensor]:
-    """Sorted ``positions`` ``[n]`` split as ordinary calls meet them: those below ``CACHED_POSITIONS`` in
-    a call of their own (RoPE and the sinusoidal code read them from a float64 cache), the far ones in
-    another (a call reaching 2^16 computes every position directly, so one call would measure only
-    that path). Concatenated, the parts are ``positions`` in order."""
-    cached = positions < CACHED_POSITIONS
-    return [part for part in (positions[cached], positions[~cached]) if part.numel()]
-
-
-def precision(encoding: PositionalEncoding, length: int) -> Property:
-    """float32 output against exact float64 at positions up to 2^21, in float32 ulps (≤ 1: one rounding).
-
-    Codes of sin/cos pairs and rotation tables (values in [−1, 1]) are judged by the ulp at each value,
-    but not below the ulp at 1/64; bias values by the ulp at each value.
-    """
-    limit = encoding.position_limit
-    if limit is not None and limit < PRECISION_POSITIONS:
-        return _not_applicable(
-            "precision", f"it holds positions 0 … {limit - 1} only: positions up to 2^21 are refused"
-        )
-    positions, views = _precision_positions(), encoding.views
-    if "codes" in views:
-        return _code_precision(encoding, positions)
-    if "rotation_tables" in views:
-        return _rotation_precision(encoding, positions)
-    if "distance_bias" in views:
-        return _bias_precision(encoding, positions)
-    return _not_applicable("precision", _no_arithmetic(encoding))
-
-
-def _no_arithmetic(encoding: PositionalEncoding) -> str:
-    """Why the precision claim has no table to compare with exact values."""
-    view = {"additive": "codes", "rotary": "rotation_tables", "bias": "distance_bias"}.get(encoding.kind)
-    if view is None:
-        return "no position arithmetic"
-    return f"it gives no {view} view: no table to compare with float64"
-
-
-def _code_precision(encoding: PositionalEncoding, positions: torch.Tensor) -> Property:
-    """The float32 codes ``embed`` adds against the exact sin/cos of the encoding's frequencies."""
-    if "frequencies" not in encoding.views:
-        return _not_applicable("precision", "no exact reference for its codes (they are not sin/cos pairs)")
-    cos, sin = exact_cos_sin(positions, encoding.frequency_pieces())  # [n, d/2] float64
-    exact = torch.stack((sin, cos), dim=-1).flatten(-2)  # [n, d]: sin at 2k, cos at 2k+1
-    approx = torch.cat(
-        [
-            encoding.embed(torch.zeros(1, part.numel(), exact.shape[-1]), encoding.along_line(part))[0]
-            for part in _calls(positions)
-        ]
-    )  # [n, d']
-    value = _ulps(approx[..., -exact.shape[-1] :], exact, torch.float32, TABLE_FLOOR)
-    return _at_most(
-        "precision",
-        value,
-        1.0,
-        "angles reduced exactly from integer positions, rounded once to float32",
-        "the float32 code is more than one rounding away from the exact sin/cos of its frequencies",
-    )
-
-
-def _rotation_precision(encoding: PositionalEncoding, positions: torch.Tensor) -> Property:
-    """The rotation's cos/sin tables in float32 against the exact ones, beside the float32-angle recipe."""
-    if "frequencies" not in encoding.views:
-        return _not_applicable("precision", "no fixed frequencies: they follow the length (dynamic NTK)")
-    frequencies = encoding.frequencies()
-    exact = torch.cat(exact_cos_sin(positions, split_frequencies(frequencies)), dim=-1)  # [n, r] float64
-    scale = _rotation_factor(encoding)  # [1, r]
-    posenc = torch.cat([_rotation_table(encoding, part) for part in _calls(positions)])  # [n, r]
-    ulps = {  # the table against a·exact (a exact in float64): only the table's own float32 rounding
-        "posenc": _ulps(posenc.to(torch.float32), exact * scale, torch.float32, TABLE_FLOOR * scale),
-        "float32": _ulps(
-            torch.cat(RECIPES["float32"](positions, frequencies), dim=-1), exact, torch.float32, TABLE_FLOOR
-        ),
-    }
-    return _at_most(
-        "precision",
-        ulps["posenc"],
-        1.0,
-        f"cos/sin within one float32 rounding of exact (the float32-angle recipe: {ulps['float32']:.3g} ulps)",
-        f"cos/sin {ulps['posenc']:.3g} ulps from exact (float32-angle recipe: {ulps['float32']:.3g} ulps)",
-    )
-
-
-def _rotation_factor(encoding: PositionalEncoding) -> torch.Tensor:
-    """The factor a of each pair, ``[1, r]`` float64: hypot(a·cos 0, a·sin 0) = a, exact in float64
-    (RoPE's YaRN attention factor; 1 for a plain rotation)."""
-    cos, sin = encoding.rotation_tables(encoding.along_line(torch.zeros(1, dtype=torch.int64)))  # [1, r/2]
-    return torch.hypot(cos, sin).repeat(1, 2).to(torch.float64)
-
-
-def _rotation_table(encoding: PositionalEncoding, positions: torch.Tensor) -> torch.Tensor:
-    """The (a·cos, a·sin) table of one call at ``positions`` ``[n]``, as a code ``[n, r]`` float64."""
-    return torch.cat(encoding.rotation_tables(encoding.along_line(positions)), dim=-1).to(torch.float64)
-
-
-def _bias_precision(encoding: PositionalEncoding, positions: torch.Tensor) -> Property:
-    """The materialised bias at far distances against the float64 per-distance bias: keys before the
-    query, and, for a ``two_sided`` encoding, keys after it (query − key distances −positions)."""
-    query = torch.tensor([PRECISION_POSITIONS - 1])
-    approx = encoding.bias(query, PRECISION_POSITIONS - 1 - positions)[:, 0]  # [h, n]: distances = positions
-    value = _ulps(approx, encoding.distance_bias(positions).detach().to(torch.float64), approx.dtype)
-    if encoding.two_sided:
-        after = encoding.bias(torch.tensor([0]), positions)[:, 0]  # [h, n]: distances = −positions
-        exact = encoding.distance_bias(-positions).detach().to(torch.float64)
-        value = _worst((value, _ulps(after, exact, after.dtype)))
-    return _at_most(
-        "precision",
-        value,
-        1.0,
-        "the bias at any distance is one rounding of the float64 value",
-        "the bias is more than one rounding away from float64 at long distances",
-    )
 
 
 CLAIMS = {
