@@ -128,7 +128,7 @@ def test_many_packed_documents_fall_back_to_one_masked_call(sdpa_calls, monkeypa
 
 
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("name", ["t5", "kerple", "swin_v2", "fire", "alibi", "sandwich"])
+@pytest.mark.parametrize("name", ["t5", "kerple", "swin", "swin_v2", "fire", "alibi", "sandwich"])
 def test_learned_biases_train_without_sdpas_math_backend(name, causal, sdpa_calls):
     # a mask that requires grad sends SDPA to its math backend (weights and their gradient materialised)
     layer = _layer(name, causal=causal)
@@ -143,7 +143,7 @@ def test_learned_biases_train_without_sdpas_math_backend(name, causal, sdpa_call
         assert any(grad.abs().sum() > 0 for grad in got[2].values())
 
 
-@pytest.mark.parametrize("name", ["t5", "kerple", "swin_v2", "nope"])
+@pytest.mark.parametrize("name", ["t5", "kerple", "swin", "swin_v2", "nope"])
 def test_the_fast_paths_keep_float64_exact(name):
     layer = _layer(name).double()
     positions = grid_positions((3, 4)) if name == "swin_v2" else None

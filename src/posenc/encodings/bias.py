@@ -383,7 +383,10 @@ class SwinRelativeBias(BiasEncoding):
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
         q_positions, k_positions = self._checked(q_positions, k_positions)
         index = self.relative_index[q_positions.unsqueeze(-1), k_positions.unsqueeze(-2)]  # [(b,) i, j]
-        return self.table[index].movedim(-1, -3)  # [(b,) h, i, j]
+        # gathered head-major, so the bias is contiguous [h, i, j] and its gradient an index_add
+        table = self.table.T.contiguous()  # [h, (2Wh−1)(2Ww−1)]
+        bias = table.index_select(1, index.flatten()).view(self.n_heads, *index.shape)  # [h, (b,) i, j]
+        return bias if index.dim() == 2 else bias.movedim(0, 1)  # [(b,) h, i, j]
 
     def pair_bias(self, q_position, k_position, head):
         return self.table[self.relative_index[q_position, k_position], head]
