@@ -151,9 +151,10 @@ def test_compiles_with_fullgraph_for_every_registered_encoding_forward_and_backw
     _compiled_equals_eager(name, "aot_eager")
 
 
-def test_sandwich_on_flex_compiles_with_fullgraph():
+@pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
+def test_sandwich_on_flex_compiles_with_fullgraph(backend):
     # its score_mod sized a per-distance table from the positions, a data-dependent guard
-    _compiled_equals_eager("sandwich", "aot_eager", attention="flex")
+    _compiled_equals_eager("sandwich", backend, attention="flex")
 
 
 @pytest.mark.slow
@@ -277,14 +278,16 @@ def test_randomized_positions_an_encoding_cannot_take_are_refused(encoding, kwar
         TransformerLM(32, d_model=16, n_layers=1, n_heads=2, encoding=encoding, **kwargs)
 
 
-@pytest.mark.parametrize("name", ["rope", "alibi"])
-def test_a_compiled_model_takes_positions_and_documents_after_a_dynamic_recompile(name):
+@pytest.mark.parametrize(
+    ("name", "backend"), [("rope", "aot_eager"), ("alibi", "aot_eager"), ("rope", "inductor")]
+)
+def test_a_compiled_model_takes_positions_and_documents_after_a_dynamic_recompile(name, backend):
     # a second length recompiles with symbolic sizes, and the shapes of positions [s] were compared as
     # tuples: valid positions were refused ("must have shape [7] … got (7,)")
     torch._dynamo.reset()
     torch.manual_seed(0)
     model = TransformerLM(50, d_model=32, n_layers=2, n_heads=4, encoding=name, max_len=64)
-    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    compiled = torch.compile(model, backend=backend, fullgraph=True)
     compiled(torch.randint(0, 50, (2, 12)))
     for length, positions in ((7, torch.arange(7) + 3), (9, torch.arange(9).expand(2, 9) + 1)):
         tokens = torch.randint(0, 50, (2, length))
