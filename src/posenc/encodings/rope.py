@@ -11,27 +11,21 @@ from torch import nn
 from posenc._validation import (
     check_bool,
     check_choice,
-    check_even_positive_int,
     check_float_tensor,
     check_on_device,
     check_positive_float,
     check_positive_int,
-    check_positive_ints,
 )
 from posenc.encodings.base import PositionalEncoding, RotarySpectrum, SeedRow, resolve_positions
+from posenc.encodings.rope_schemes import RotaryScheme, rotary_scheme
 from posenc.functional.angles import MAX_POSITION, reduced_angles_unchecked, split_frequencies
 from posenc.functional.rope import (
     LAYOUTS,
-    SECTION_LAYOUTS,
     XPOS_GAMMA,
     apply_rope_qk,
-    rope_axial_frequencies,
     rope_cos_sin,
-    rope_inv_freq,
     rope_logit_scale,
     rope_mixed_cos_sin,
-    rope_mixed_frequencies,
-    rope_section_axes,
     xpos_scale,
 )
 
@@ -39,11 +33,6 @@ from posenc.functional.rope import (
 CACHE_POSITIONS = 1 << 16
 #: The positions whose angles are exact (negative ones too: cos is even and sin odd).
 POSITION_RANGE = "positions must satisfy |position| < 2^27"
-
-#: How dynamic NTK picks the length its frequencies follow (``dynamic_length``).
-DYNAMIC_LENGTHS = ("call", "longest")
-#: What LongRoPE does when a call past the original length meets keys of earlier, shorter calls.
-LONGROPE_SWITCHES = ("refuse", "rerotate")
 
 
 def _consecutive(positions: torch.Tensor, smallest: int, largest: int) -> bool:
@@ -60,19 +49,6 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return not torch.compiler.is_compiling() and a.shape == b.shape and torch.equal(a, b)
 
 
-def _axis_widths(axes: int | Sequence[int] | None, mixed: bool) -> int | tuple[int, ...] | None:
-    """``axes`` checked: a count n (equal widths, or RoPE-Mixed's axes) or the width of each axis."""
-    if axes is None or (isinstance(axes, int) and not isinstance(axes, bool)):
-        return None if axes is None else check_positive_int("axes", axes)
-    if mixed:
-        raise ValueError(f"mixed=True takes axes as the number of axes, got widths {axes!r}")
-    return check_positive_ints("axes", axes, even=True)
-
-
-def _sections(sections: Sequence[int] | None) -> tuple[int, ...] | None:
-    return None if sections is None else check_positive_ints("sections", sections)
-
-
 class RotaryEncoding(PositionalEncoding):
     """RoPE (Su et al., 2021, https://arxiv.org/abs/2104.09864) with every scaling, both layouts, partial rotary.
 
@@ -80,6 +56,9 @@ class RotaryEncoding(PositionalEncoding):
     and cast to the input dtype once per call; a dtype conversion of the module empties the cache
     instead of rounding it. Positions are ``[s]`` or ``[b, s]`` (a KV-cache offset, left padding and
     packed sequences are all just positions).
+
+    The frequencies come from one scheme (``self.scheme``, :mod:`posenc.encodings.rope_schemes`) that the
+    arguments pick: one axis with its scaling, M-RoPE's sections, axial widths or RoPE-Mixed.
 
     Dynamic NTK (``scaling="dynamic"``) recomputes the frequencies for the longest position in each
     call once it passes ``original_max_position_embeddings`` (``dynamic_length="call"``), or, with
@@ -178,119 +157,62 @@ class RotaryEncoding(PositionalEncoding):
     ) -> None:
         super().__init__()
         self.d_head = check_positive_int("d_head", d_head)
-        self.mixed = check_bool("mixed", mixed)
-        self.base = check_positive_float("base", (10.0 if self.mixed else 10000.0) if base is None else base)
         self.layout = check_choice("layout", layout, LAYOUTS)
-        self.scaling = scaling
-        self.scaling_args = dict(scaling_args or {})
         self.xpos = check_bool("xpos", xpos)
         self.xpos_scale_base = check_positive_float("xpos_scale_base", xpos_scale_base)
-        self.axes, self.sections = _axis_widths(axes, mixed), _sections(sections)
-        self.section_layout = check_choice("section_layout", section_layout, SECTION_LAYOUTS)
-        self.rotary_dim = self._rotary_dim(rotary_dim)
-        if isinstance(self.axes, int) and not self.mixed:  # n axes of equal width
-            if self.rotary_dim % (2 * self.axes):
-                raise ValueError(
-                    f"rotary_dim={self.rotary_dim} does not split into {self.axes} even axis widths"
-                )
-            self.axes = (self.rotary_dim // self.axes,) * self.axes
-        self._check_combination(n_heads)
-        self.n_heads = None if n_heads is None else check_positive_int("n_heads", n_heads)
-        self.dynamic_length = check_choice("dynamic_length", dynamic_length, DYNAMIC_LENGTHS)
-        if self.dynamic_length != "call" and self.scaling != "dynamic":
-            raise ValueError(
-                f"dynamic_length={self.dynamic_length!r} is for scaling='dynamic', got scaling={self.scaling!r}"
-            )
-        if self.scaling == "dynamic" and "seq_len" in self.scaling_args:
-            raise ValueError(
-                f"scaling='dynamic' follows the length of each call; seq_len={self.scaling_args['seq_len']!r} "
-                "in scaling_args would hold only for calls shorter than original_max_position_embeddings: "
-                "leave it out"
-            )
-        self.longrope_switch = check_choice("longrope_switch", longrope_switch, LONGROPE_SWITCHES)
-        if self.longrope_switch != "refuse" and self.scaling != "longrope":
-            raise ValueError(
-                f"longrope_switch={self.longrope_switch!r} is for scaling='longrope', got scaling={self.scaling!r}"
-            )
-        inv_freq, axis, self.attention_factor = self._spectrum()
+        #: where the frequencies come from (one axis, sections, axial, mixed): :mod:`.rope_schemes`
+        self.scheme: RotaryScheme = rotary_scheme(
+            d_head,
+            rotary_dim=rotary_dim,
+            base=base,
+            scaling=scaling,
+            scaling_args=scaling_args,
+            xpos=self.xpos,
+            axes=axes,
+            sections=sections,
+            section_layout=section_layout,
+            mixed=mixed,
+            n_heads=n_heads,
+            dynamic_length=dynamic_length,
+            longrope_switch=longrope_switch,
+        )
+        inv_freq, axis, self.attention_factor = self.scheme.spectrum()
         self.register_buffer("inv_freq_pieces", split_frequencies(inv_freq), persistent=False)  # [r/2, 4] f64
-        long_pieces = split_frequencies(self._long_spectrum()) if self._switches_factors else None
+        long = self.scheme.long_spectrum()
+        long_pieces = None if long is None else split_frequencies(long)
         self.register_buffer("long_inv_freq_pieces", long_pieces, persistent=False)  # [r/2, 4] f64 or None
         #: dynamic_length="longest": the length the frequencies follow now (transformers' max_seq_len_cached)
-        self.dynamic_seen = self._dynamic_length()
+        self.dynamic_seen = self.scheme.original_length if self.scheme.dynamic else None
         self.register_buffer("frequency_axis", axis, persistent=False)  # [r/2] int64, or None: one axis
         half = self.rotary_dim // 2
         self.register_buffer("cos_cached", torch.empty(0, half, dtype=torch.float64), persistent=False)
         self.register_buffer("sin_cached", torch.empty(0, half, dtype=torch.float64), persistent=False)
-        if self.mixed:
-            self.mixed_frequencies = nn.Parameter(
-                rope_mixed_frequencies(self.n_heads, self.rotary_dim, self.axes, base=self.base).float()
-            )  # [h, r/2, n]
+        if self.scheme.learned:
+            self.mixed_frequencies = nn.Parameter(self.scheme.initial_frequencies().float())  # [h, r/2, n]
+
+    # The arguments as the scheme holds them, checked (axes: the widths, or RoPE-Mixed's count).
+    rotary_dim = property(lambda self: self.scheme.rotary_dim, doc="rotated channels r")
+    base = property(lambda self: self.scheme.base, doc="rope_theta (RoPE-Mixed: of its initial magnitudes)")
+    scaling = property(lambda self: self.scheme.scaling, doc="the scaling's name, or None")
+    scaling_args = property(lambda self: dict(self.scheme.scaling_args), doc="the scaling's arguments")
+    dynamic_length = property(lambda self: self.scheme.dynamic_length)
+    longrope_switch = property(lambda self: self.scheme.longrope_switch)
+    axes = property(lambda self: self.scheme.axes, doc="axial widths (d_1, …, d_n), RoPE-Mixed's n, or None")
+    sections = property(lambda self: self.scheme.sections, doc="M-RoPE's pairs per axis, or None")
+    section_layout = property(lambda self: self.scheme.section_layout)
+    mixed = property(lambda self: self.scheme.learned, doc="RoPE-Mixed: learned per-head frequencies")
+    n_heads = property(lambda self: self.scheme.n_heads, doc="RoPE-Mixed's heads, else None")
 
     @classmethod
     def model_arguments(cls, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
         """The head width d_model / n_heads (the heads matter to RoPE-Mixed only, which asks for them)."""
         return {"d_head": d_model // n_heads}
 
-    def _rotary_dim(self, rotary_dim: int | None) -> int:
-        """r: given, else Σ d_a of axial widths, else d_head; even and at most d_head."""
-        widths = sum(self.axes) if isinstance(self.axes, tuple) else None
-        if rotary_dim is None:
-            rotary_dim = widths if widths is not None else self.d_head
-        rotary_dim = check_even_positive_int("rotary_dim", rotary_dim)
-        if rotary_dim > self.d_head:
-            raise ValueError(f"rotary_dim must be even and at most d_head={self.d_head}, got {rotary_dim}")
-        if widths is not None and widths != rotary_dim:
-            raise ValueError(f"axes {self.axes} add up to {widths} channels, not rotary_dim={rotary_dim}")
-        return rotary_dim
-
-    def _check_combination(self, n_heads: int | None) -> None:
-        """The options that do not go together, named."""
-        if self.axes is not None and self.sections is not None:
-            raise ValueError("give axes (one spectrum per axis) or sections (one spectrum split), not both")
-        on_axes = self.axes is not None or self.sections is not None
-        if on_axes and self.xpos:
-            raise ValueError(
-                "xpos scales by the distance along one line; it does not apply to positions on axes"
-            )
-        if on_axes and self.scaling == "dynamic":
-            raise ValueError("scaling='dynamic' follows the longest 1-D position; it does not apply on axes")
-        if self.axes is not None and self.scaling is not None:
-            raise ValueError(
-                f"scaling {self.scaling!r} rescales one spectrum; with axes, each axis has its own"
-            )
-        if self.sections is not None and 2 * sum(self.sections) != self.rotary_dim:
-            raise ValueError(
-                f"sections {self.sections} hold {sum(self.sections)} pairs, but rotary_dim={self.rotary_dim} "
-                f"has {self.rotary_dim // 2}"
-            )
-        if self.mixed and (self.axes is None or n_heads is None):
-            raise ValueError("mixed=True learns frequencies per head over the axes: give axes=n and n_heads")
-        if n_heads is not None and not self.mixed:
-            raise ValueError("n_heads is for mixed=True (one set of frequencies per head)")
-
-    def _spectrum(self) -> tuple[torch.Tensor, torch.Tensor | None, float]:
-        """(θ_k float64 [r/2], the axis of each [r/2] or None, attention factor). RoPE-Mixed's frequencies
-        are learned (``mixed_frequencies``); its θ_k are their magnitudes' 1-D counterpart, for figures."""
-        if isinstance(self.axes, tuple):
-            inv_freq, axis = rope_axial_frequencies(self.axes, base=self.base)
-            return inv_freq, axis, 1.0
-        inv_freq, factor = rope_inv_freq(
-            self.rotary_dim, base=self.base, scaling=self.scaling, **self.scaling_args
-        )
-        if self.sections is not None:
-            return inv_freq, rope_section_axes(self.sections, layout=self.section_layout), factor
-        return inv_freq, None, factor
-
     @property
     def position_axes(self) -> int:
         """Coordinate axes of a position: n with axes, sections or mixed; else 1 (a host int, also
         under torch.compile)."""
-        if self.mixed:
-            return self.axes
-        if self.sections is not None:
-            return len(self.sections)
-        return 1 if self.axes is None else len(self.axes)
+        return self.scheme.position_axes
 
     @property
     def position_columns(self) -> int:
@@ -305,12 +227,11 @@ class RotaryEncoding(PositionalEncoding):
     def _apply(self, fn, recurse=True):
         super()._apply(fn, recurse)
         if self.inv_freq_pieces.dtype != torch.float64:  # rebuilt exactly, never rounded
-            inv_freq, axis, _ = self._spectrum()
+            inv_freq, axis, _ = self.scheme.spectrum()
             self.inv_freq_pieces = split_frequencies(inv_freq).to(self.inv_freq_pieces.device)
             if self.long_inv_freq_pieces is not None:
-                self.long_inv_freq_pieces = split_frequencies(self._long_spectrum()).to(
-                    self.inv_freq_pieces.device
-                )
+                long = self.scheme.long_spectrum()
+                self.long_inv_freq_pieces = split_frequencies(long).to(self.inv_freq_pieces.device)
             if axis is not None:
                 self.frequency_axis = axis.to(self.inv_freq_pieces.device)
         return self
@@ -319,9 +240,9 @@ class RotaryEncoding(PositionalEncoding):
     def views(self) -> frozenset[str]:
         """Its rotation tables, frequencies and spectrum; no tables or frequencies for RoPE-Mixed (learned
         per-head directions), no frequencies where they follow the length (dynamic NTK, LongRoPE)."""
-        if self.mixed:
+        if self.scheme.learned:
             return frozenset({"rotary_spectrum"})
-        fixed = () if self._follows_length else ("frequencies",)
+        fixed = () if self.scheme.follows_length else ("frequencies",)
         return frozenset({"rotation_tables", "rotary_spectrum", *fixed})
 
     def rotary_spectrum(self) -> RotarySpectrum:
@@ -331,22 +252,19 @@ class RotaryEncoding(PositionalEncoding):
     def frequency_pieces(self) -> torch.Tensor | None:
         """θ_k (as scaled) as float64 pieces ``[r/2, 4]``; None for dynamic NTK and LongRoPE's two sets,
         whose frequencies follow the length, and RoPE-Mixed, whose frequencies are learned directions."""
-        return None if self._follows_length or self.mixed else self.inv_freq_pieces
+        return None if self.scheme.follows_length or self.scheme.learned else self.inv_freq_pieces
 
     def rotation_tables(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
         """float64 cos and sin ``[..., r/2]`` of the rotation at integer positions (times the attention
         factor): ``[s]`` on one axis, ``[s, n]`` on several; None for RoPE-Mixed (one table per head)."""
-        return None if self.mixed else self.cos_sin(positions)
+        return None if self.scheme.learned else self.cos_sin(positions)
 
     def closed_form_dot(self, distances: torch.Tensor) -> torch.Tensor | None:
         """q·k at distance d for q = k with every pair a unit vector: Σ_k cos(d·θ_k) (unscaled 1-D RoPE only)."""
-        if self.scaling is not None or self.xpos or self.position_axes > 1:
+        if self.scheme.scaling is not None or self.xpos or self.position_axes > 1:
             return None
         cos, _ = rope_cos_sin(distances, self.inv_freq, dtype=torch.float64)
         return cos.sum(dim=-1)
-
-    def _dynamic_length(self) -> int | None:
-        return self.scaling_args["original_max_position_embeddings"] if self.scaling == "dynamic" else None
 
     def cos_sin(
         self, positions: torch.Tensor, *, seq_len: int | torch.Tensor | None = None
@@ -358,43 +276,19 @@ class RotaryEncoding(PositionalEncoding):
         device scalar under torch.compile); default the largest position + 1 (a call of its own: it
         also moves ``dynamic_length="longest"``'s state).
         """
-        if seq_len is None and self._follows_length:
+        if seq_len is None and self.scheme.follows_length:
             seq_len = self._call_length(positions)
         if self.frequency_axis is None:
             return self._table(positions, per_frequency=False, seq_len=seq_len)
         per_frequency = positions[..., self.frequency_axis]  # [..., s, r/2]: each pair's coordinate
         if per_frequency.is_floating_point():
             inv_freq = self.inv_freq.to(per_frequency.device)
-            if self._switches_factors:
+            if self.scheme.switches_factors:
                 long = self.long_inv_freq_pieces.sum(dim=-1).to(per_frequency.device)
-                inv_freq = torch.where(torch.as_tensor(seq_len) > self._original_length, long, inv_freq)
+                inv_freq = torch.where(torch.as_tensor(seq_len) > self.scheme.original_length, long, inv_freq)
             angle = per_frequency * inv_freq
             return torch.cos(angle) * self.attention_factor, torch.sin(angle) * self.attention_factor
         return self._table(per_frequency, per_frequency=True, seq_len=seq_len)
-
-    @property
-    def _follows_length(self) -> bool:
-        """Whether the frequencies depend on the length of the call (dynamic NTK, LongRoPE's two sets)."""
-        return self.scaling == "dynamic" or self._switches_factors
-
-    @property
-    def _switches_factors(self) -> bool:
-        """LongRoPE choosing short or long factors per call (not when scaling_args fix seq_len)."""
-        return self.scaling == "longrope" and "seq_len" not in self.scaling_args
-
-    @property
-    def _original_length(self) -> int:
-        return self.scaling_args["original_max_position_embeddings"]
-
-    def _long_spectrum(self) -> torch.Tensor:
-        """LongRoPE's frequencies with the long factors, float64 ``[r/2]``."""
-        inv_freq, _ = rope_inv_freq(
-            self.rotary_dim,
-            base=self.base,
-            scaling="longrope",
-            **(self.scaling_args | {"seq_len": self._original_length + 1}),
-        )
-        return inv_freq
 
     def _call_length(self, *positions: torch.Tensor) -> int | torch.Tensor:
         """The length one call's frequencies follow: the largest of its positions + 1 (every coordinate,
@@ -402,10 +296,10 @@ class RotaryEncoding(PositionalEncoding):
         if torch.compiler.is_compiling():
             return torch.stack([p.max() for p in positions]).max() + 1
         length = max((int(p.max()) for p in positions if p.numel()), default=-1) + 1  # 0: no token
-        if self.scaling != "dynamic" or self.dynamic_length == "call":
+        if not self.scheme.dynamic or self.scheme.dynamic_length == "call":
             return length
         # transformers' dynamic_rope_update: grow past the longest length seen, reset below the original
-        original = self._dynamic_length()
+        original = self.scheme.original_length
         if length > self.dynamic_seen:
             self.dynamic_seen = length
         elif length < original < self.dynamic_seen:
@@ -418,7 +312,7 @@ class RotaryEncoding(PositionalEncoding):
         """cos and sin of integer positions ``[...]`` (``[..., r/2]``, one per pair, with ``per_frequency``),
         from the float64 cache where it holds them; ``seq_len`` as :meth:`cos_sin` resolved it."""
         if torch.compiler.is_compiling():
-            if self.scaling == "dynamic":
+            if self.scheme.dynamic:
                 raise ValueError(
                     "scaling='dynamic' picks its frequencies from the longest position, a host value; "
                     "it runs eagerly but not inside torch.compile (use a static scaling there)"
@@ -426,11 +320,11 @@ class RotaryEncoding(PositionalEncoding):
             # Tensor ops only: no cache growth (a host sync) inside a compiled graph.
             check_on_device(positions.abs() < MAX_POSITION, POSITION_RANGE)
             angle = reduced_angles_unchecked(positions, self.inv_freq_pieces, per_frequency=per_frequency)
-            if self._switches_factors:  # both sets, one picked on the device (no host read)
+            if self.scheme.switches_factors:  # both sets, one picked on the device (no host read)
                 long = reduced_angles_unchecked(
                     positions, self.long_inv_freq_pieces, per_frequency=per_frequency
                 )
-                angle = torch.where(seq_len > self._original_length, long, angle)
+                angle = torch.where(seq_len > self.scheme.original_length, long, angle)
             return torch.cos(angle) * self.attention_factor, torch.sin(angle) * self.attention_factor
         if positions.numel() == 0:  # no token: empty tables
             shape = positions.shape if per_frequency else (*positions.shape, self.rotary_dim // 2)
@@ -443,15 +337,10 @@ class RotaryEncoding(PositionalEncoding):
             cos, sin = self._table(positions.abs(), per_frequency=per_frequency, seq_len=seq_len)
             negative = positions < 0 if per_frequency else (positions < 0).unsqueeze(-1)  # [..., 1 or r/2]
             return cos, torch.where(negative, -sin, sin)
-        if self.scaling == "dynamic" and seq_len > self._dynamic_length():
-            inv_freq, _ = rope_inv_freq(
-                self.rotary_dim,
-                base=self.base,
-                scaling="dynamic",
-                **(self.scaling_args | {"seq_len": int(seq_len)}),
-            )
+        if self.scheme.dynamic and seq_len > self.scheme.original_length:
+            inv_freq = self.scheme.spectrum_at(int(seq_len))
             return rope_cos_sin(positions, inv_freq.to(positions.device), dtype=torch.float64)
-        if self._switches_factors and seq_len > self._original_length:  # the long set: computed
+        if self.scheme.switches_factors and seq_len > self.scheme.original_length:  # the long set: computed
             angle = reduced_angles_unchecked(
                 positions, self.long_inv_freq_pieces, per_frequency=per_frequency
             )
@@ -479,12 +368,12 @@ class RotaryEncoding(PositionalEncoding):
         """Whether a key rotated once stays right for every later query: False with xPos (its scale is
         measured from the centre of the queries it meets) and with LongRoPE's two factor sets (a call
         past the original length rotates every key with the long set)."""
-        return not self.xpos and not self._switches_factors
+        return not self.xpos and not self.scheme.switches_factors
 
     def logit_scale(self, d_head: int) -> float:
         """d_head^(−1/2), times mscale(factor, mscale_all_dim)² for DeepSeek's YaRN
         (:func:`~posenc.functional.rope.rope_logit_scale`)."""
-        return rope_logit_scale(d_head, scaling=self.scaling, **self.scaling_args)
+        return rope_logit_scale(d_head, scaling=self.scheme.scaling, **self.scheme.scaling_args)
 
     def _angles(
         self,
@@ -493,7 +382,7 @@ class RotaryEncoding(PositionalEncoding):
         reference: torch.Tensor | None,
         seq_len: int | torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.mixed:  # one table per head, differentiable in the learned frequencies
+        if self.scheme.learned:  # one table per head, differentiable in the learned frequencies
             return rope_mixed_cos_sin(positions, self.mixed_frequencies)  # [1 or b, h, s, r/2]
         # [s, r/2] or [b, s, r/2], float64 (seq_len only where the frequencies follow the length, so that
         # a subclass's cos_sin(positions) still serves the others)
@@ -514,7 +403,7 @@ class RotaryEncoding(PositionalEncoding):
         earlier = k_positions.shape[seq_dim] - q_positions.shape[seq_dim]
         if earlier <= 0:
             return
-        original = self._original_length
+        original = self.scheme.original_length
         earlier_largest = k_positions.narrow(seq_dim, 0, earlier).max()
         if torch.compiler.is_compiling():
             check_on_device(
@@ -585,7 +474,7 @@ class RotaryEncoding(PositionalEncoding):
                 raise ValueError(
                     f"{name} must have shape [b, h, s, d_head={self.d_head}], got {tuple(x.shape)}"
                 )
-        if self.mixed and (q.shape[1] != self.n_heads or k.shape[1] != self.n_heads):
+        if self.scheme.learned and (q.shape[1] != self.n_heads or k.shape[1] != self.n_heads):
             raise ValueError(
                 f"RoPE-Mixed turns each of its {self.n_heads} heads by its own frequencies: q and k need "
                 f"{self.n_heads} heads, got {q.shape[1]} and {k.shape[1]}"
@@ -597,8 +486,8 @@ class RotaryEncoding(PositionalEncoding):
         q_positions = resolve_positions(q_positions, q, seq_dim=2, columns=columns, start=start)
         reference = self._xpos_reference(q_positions, k_positions, q.dtype)
         # one length for the whole call: queries and keys turn with the same frequencies
-        seq_len = self._call_length(q_positions, k_positions) if self._follows_length else None
-        if self._switches_factors and self.longrope_switch == "refuse":
+        seq_len = self._call_length(q_positions, k_positions) if self.scheme.follows_length else None
+        if self.scheme.switches_factors and self.scheme.longrope_switch == "refuse":
             self._check_no_switch(q_positions, k_positions, seq_len)
         q_cos, q_sin = self._angles(q_positions, 1.0, reference, seq_len)
         # The dispatcher picks the kernel: Triton on CUDA, C on CPU (float32 inside, rounded once).
