@@ -22,10 +22,14 @@ SOURCE = Path(posenc.__file__).parent
 OWN = ("encodings", "integrations")
 #: Names a module gives an encoding (or its class) it did not build itself, or calls that return one.
 ENCODING_NAMES = re.compile(r"^(encoding|enc|e|cls|klass|specimen|build|encoding_class)$")
-#: Folders whose modules may name registered encodings, and why: the benchmarks time particular
-#: encodings, each set up as it is measured and against a hand-written reference of its own scheme built
-#: from its internals (a reference is its encoding's by construction).
-NAMED_FOLDERS = {"bench/": "benchmarks of particular encodings, against their references"}
+#: Modules (or folders) that may name registered encodings, and why: forms of particular encodings that are
+#: not posenc's encoding on a backend (a naive or materialised form reads its encoding's internals by
+#: construction), and the GPU bench of the two in-kernel biases it times.
+NAMED_FOLDERS = {
+    "bench/peers.py": "the attention bench's declared naive and materialised forms of particular encodings",
+    "bench/attention_cuda.py": "the GPU bench of ALiBi's and T5's flex_attention score_mod",
+    "bench/layer.py": "one layer per named encoding, each set up as it is measured (Swin's grid and window)",
+}
 #: Tables keyed by names that are registered encodings' names too, and why they are data, not dispatch.
 NAMED_DATA = {
     "BENCHES": "benchmarks are called after what they time (posenc bench rope), not after an encoding",

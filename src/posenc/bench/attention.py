@@ -1,832 +1,349 @@
-"""`posenc bench attention`: causal attention with ALiBi, T5 and the relative schemes on CPU, against unbiased SDPA.
+"""`posenc bench attention`: one causal attention layer per registered encoding on each backend, on CPU.
 
-Configuration: b=1, h=8, d_head=64, causal, float32, inference (``torch.no_grad``). For each sequence
-length every candidate's output is first checked against an eager float64 reference,
-softmax(q·kᵀ/√d + bias + mask)·v, to :data:`TOLERANCE` (a fast wrong path fails the run instead of
-winning it); then all candidates are timed in alternating rounds in one process, and reported as a
-ratio to unbiased causal SDPA (``is_causal=True``), the reference speed.
+Rows come from the registry: for every name of ``posenc.available()`` (plugins included) and every
+backend of :data:`posenc.backends.ATTENTION`, ``MultiHeadAttention(d_model, h, encoding=build(name,
+**model_arguments), backend=…)``, the encoding built through its own ``model_arguments`` for a model of
+this length and drawn from a fixed seed (parameters as the encoding initialises them; the projections the
+same in every layer). On CPU the flex backend evaluates the score_mod on index grids (posenc's reference
+path): it is timed as it runs. The declared extra rows (:mod:`posenc.bench.extras`, posenc's in
+:mod:`posenc.bench.peers`: naive and materialised forms) stand beside the encoding they are forms of.
 
-Memory is measured apart, one fresh subprocess per (candidate, length): glibc is told to return
-freed memory to the system (small fixed mmap and trim thresholds), the candidate runs once (and
-compiles), the kernel's resident-set high-water mark is reset (``/proc/self/clear_refs``), and the
-candidate runs again; the peak extra memory is the high-water mark minus the resident set before
-that second call, so it counts everything the call holds at its peak, its output included.
-tracemalloc would not see torch's allocations.
+Configuration: b=1, h=8, d_head=64 (d_model 512), causal, float32, x ``[b, s, d_model]`` N(0, 1). For each
+length every row's output is first checked against one float64 oracle (:func:`posenc.bench.oracle.layer_oracle`:
+the encoding's own hooks, the softmax query by query, from the layer's weights), to :data:`TOLERANCE`
+(:data:`CONTEXTUAL_TOLERANCE` for an encoding that counts positions from the content); a row whose encoding
+refuses the positions (a window smaller than s) is reported as not run, with its reason. Then the rows are
+timed in alternating rounds in one process, inference (``torch.no_grad``) and forward + backward (the
+gradients of x and of every parameter), as ratios to the unbiased baseline: the same projections around
+``F.scaled_dot_product_attention(q, k, v, is_causal=True)``.
 
-The sweep finds the longest sequence each candidate completes within 16 GiB: one subprocess per
-(candidate, length), its address space capped (``RLIMIT_AS``) at 16 GiB above what it had after
-importing torch, so q, k, v, compilation and every temporary count; a candidate stops at its first
-failure. It runs each call once, without the float64 check.
+Memory (:mod:`posenc.bench.memory`): one fresh subprocess per (row, length), the peak extra resident memory
+of one steady inference call. The sweep: the longest length each row completes within 16 GiB of address
+space, a subprocess per (row, length), a row stopping at its first failure.
 
-DeBERTa's disentangled attention (DeBERTa-v3's 256 buckets reaching 512, a shared key; causal here) has
-two rows: posenc's terms (q·K_rᵀ and k·Q_rᵀ per relative embedding, then a gather) through
-``MultiHeadAttention.attend`` on SDPA, and the naive form that gathers the relative key and query of
-every pair, ``[b, h, i, j, d]``, which runs only where that tensor fits in :data:`NAIVE_LIMIT_BYTES`.
-
-Shaw et al.'s relative keys (k = 16), the same with relative values, and Transformer-XL's terms each have
-a row through ``MultiHeadAttention.attend`` on SDPA (the key terms per table row or per distance, then a
-gather or the rel-shift view; with relative values the eager path), and Shaw's and Transformer-XL's naive
-forms gather their relative vector for every pair, ``[b, h, i, j, d]``, under the same limit; the sweep
-tries those two from :data:`NAIVE_SWEEP` (1024 …) on, below its own lengths.
-
-GPU (:func:`run_cuda`, ``--device cuda``): b=1, h=32, d_head=128, bfloat16, causal, inference, s up to
-32768. Compiled flex_attention with the ALiBi and T5 ``score_mod`` (the bias computed inside the
-kernel, from the query and key indices) against the same flex_attention without a bias, against
-unbiased SDPA, and against SDPA with the ``[h, s, s]`` bias materialised as a float mask. Every
-candidate is first checked against float64 at s = :data:`CHECK_LEN`; then, per length, timed with CUDA
-events in alternating rounds; its peak extra memory is ``torch.cuda.max_memory_allocated`` above what
-was allocated before one call. A candidate that runs out of GPU memory (``torch.cuda.OutOfMemoryError``)
-is reported at that length and not tried at longer ones.
+The ALiBi folding study (:mod:`posenc.bench.alibi_folding`) is reported beside, not timed; the GPU bench is
+:mod:`posenc.bench.attention_cuda`.
 """
 
 from __future__ import annotations
 
-import copy
-import gc
-import json
-import math
+import functools
 import platform
 import re
-import resource
-import subprocess
-import sys
 import time
-import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from posenc.bench.harness import time_alternating
-from posenc.bench.memory import reset_peak, resident_extra_mib, return_freed_memory, status_kib
-from posenc.bench.rope import peak_extra_mib, require_cuda, steady_malloc, time_on_device
-from posenc.encodings.bias import ALiBi, T5RelativeBias
-from posenc.functional.alibi import alibi_attention
-from posenc.functional.sinusoidal import sinusoidal_table
-from posenc.kernels.per_distance import DEFAULT_BLOCK, decay_windows, per_distance_attention
+from posenc.backends import ATTENTION
+from posenc.bench import alibi_folding, peers  # noqa: F401  (peers declares posenc's extras)
+from posenc.bench import memory as memory_harness
+from posenc.bench.extras import EXTRAS, NAIVE_SWEEP, Extra, heads_of, merged
+from posenc.bench.harness import steady_malloc, time_alternating
+from posenc.bench.oracle import layer_oracle
 
 SEQ_LENS: tuple[int, ...] = (1024, 2048, 4096)
 BATCH, HEADS, D_HEAD = 1, 8, 64
-#: Largest |candidate − float64 reference| accepted (float32 outputs).
+#: Largest |row − float64 oracle| accepted (float32 outputs of d_model 512).
 TOLERANCE = 1e-5
-#: Sequence lengths the memory sweep tries, in order, per candidate.
+#: The same for an encoding that counts positions from the content (``contextual_positions``): its counts add
+#: up float32 gates, each rounded, and the interpolation multiplies a count's error by the step between two
+#: table logits, so any float32 form of it ends about 1e-4 from float64.
+CONTEXTUAL_TOLERANCE = 3e-4
+#: Sequence lengths the memory sweep tries, in order, per row.
 SWEEP: tuple[int, ...] = (4096, 8192, 16384, 32768, 65536)
 MEMORY_LIMIT_BYTES = 16 << 30
 #: Wall-clock limit of one sweep subprocess; longer counts as not completed.
 SWEEP_TIMEOUT_S = 300
-#: T5's table is drawn N(0, 1), not its 0.02 initialisation, so the bias is as large as trained ones.
-T5_TABLE_STD = 1.0
+MODES = ("inference", "training")
 
 UNBIASED = "SDPA, no bias (is_causal)"
-#: name -> (which bias it computes, what it is).
-CANDIDATES: dict[str, tuple[str, str]] = {
-    UNBIASED: ("none", "F.scaled_dot_product_attention(q, k, v, is_causal=True)"),
-    "SDPA + ALiBi bias (materialised)": (
-        "alibi",
-        "[h, s, s] bias from the encoding + causal −inf as a float attn_mask to SDPA",
-    ),
-    "SDPA + T5 bias (materialised)": ("t5", "the same with T5RelativeBias"),
-    "flex_attention + ALiBi score_mod": (
-        "alibi",
-        "MultiHeadAttention(backend='flex').attend: compiled flex_attention, score_mod, causal block mask",
-    ),
-    "flex_attention + T5 score_mod": ("t5", "the same with T5RelativeBias"),
-    "posenc alibi_attention": (
-        "alibi",
-        "posenc.functional.alibi_attention: bias as a strided view, query blocks, per-head windows",
-    ),
-    "posenc alibi_attention, no window": ("alibi", "the same reading every key (window_tolerance=None)"),
-    "posenc relative_attention, T5 table": (
-        "t5",
-        "posenc.kernels.per_distance.per_distance_attention with T5's distance_bias (no window)",
-    ),
-}
-FOLDED = "m·j as an extra q·k channel"
-CENTRED = f"m·(j − block end) as an extra channel, per {DEFAULT_BLOCK}-query block"
 
 
-def _inputs(seq_len: int, heads: int = HEADS, d_head: int = D_HEAD, batch: int = BATCH) -> dict:
-    """q, k, v ``[b, h, s, d]`` float32, positions ``[s]``, and the two encodings, all seeded."""
-    generator = torch.Generator().manual_seed(seq_len)
-    q, k, v = (torch.randn(batch, heads, seq_len, d_head, generator=generator) for _ in range(3))
-    t5 = T5RelativeBias(heads, bidirectional=False)  # a decoder's causal buckets
-    with torch.no_grad():
-        t5.table.copy_(torch.randn(t5.table.shape, generator=generator) * T5_TABLE_STD)
-    return {"q": q, "k": k, "v": v, "positions": torch.arange(seq_len), "alibi": ALiBi(heads), "t5": t5}
+@dataclass(frozen=True)
+class Row:
+    """One row: an encoding on a backend, a declared extra of it, or the unbiased baseline."""
+
+    name: str
+    encoding: str | None  # the registered name (None: the baseline)
+    backend: str | None  # an attention backend (None: the baseline or an extra)
+    what: str
+    extra: Extra | None = None
 
 
-def candidates(inputs: dict, *, compile: bool = True) -> dict[str, Callable[[], torch.Tensor]]:
-    """name -> a call computing its attention on ``inputs`` (run under ``torch.no_grad``)."""
+def rows(names: Sequence[str] | None = None) -> dict[str, Row]:
+    """name -> row: the baseline, then per registered encoding (``names``, default every one) its backends
+    and its declared extras; an extra that applies by what encodings declare is read off a specimen."""
+    from posenc.encodings import available
+
+    result = {
+        UNBIASED: Row(
+            UNBIASED, None, None, "the projections around F.scaled_dot_product_attention(is_causal)"
+        )
+    }
+    for name in available() if names is None else names:
+        for backend in ATTENTION:
+            what = f"MultiHeadAttention(backend={backend!r}) with {name} built by its model_arguments"
+            result[f"{name} on {backend}"] = Row(f"{name} on {backend}", name, backend, what)
+        encoding = _encoding(name, 64)
+        for declared in EXTRAS.values():
+            if encoding is not None and declared.for_encoding(name, encoding):
+                label = declared.row_name(name)
+                what = f"{declared.what} (compared with {declared.compares_with})"
+                result[label] = Row(label, name, None, what, declared)
+    return result
+
+
+def _encoding(name: str, seq_len: int, heads: int = HEADS, d_head: int = D_HEAD):
+    """The encoding registered as ``name`` for a causal model of this length and width, from seed 0; None
+    where it cannot be built for it (the reason is :func:`_build_error`'s)."""
+    try:
+        return _build(name, seq_len, heads, d_head)
+    except (TypeError, ValueError):
+        return None
+
+
+def _build(name: str, seq_len: int, heads: int, d_head: int):
+    from posenc.encodings import build, encoding_class
+
+    arguments = encoding_class(name).model_arguments(
+        d_model=heads * d_head, n_heads=heads, max_len=seq_len, causal=True
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return build(name, **arguments).eval()
+
+
+def _layers(name: str, seq_len: int, heads: int, d_head: int) -> dict[str, torch.nn.Module]:
+    """backend -> ``MultiHeadAttention`` with one shared encoding; the projections drawn from seed 1, the
+    same in every layer (and in the baseline's)."""
     from posenc.attention import MultiHeadAttention
 
-    q, k, v, positions = inputs["q"], inputs["k"], inputs["v"], inputs["positions"]
-    heads, d_head = q.shape[1], q.shape[3]
-    layers = {
-        (name, backend): MultiHeadAttention(heads * d_head, heads, encoding=inputs[name], backend=backend)
-        for name in ("alibi", "t5")
-        for backend in ("flex",)
-    }
-
-    def flex(name: str) -> Callable[[], torch.Tensor]:
-        layer = layers[(name, "flex")]
-        if compile:
-            return lambda: layer.attend(q, k, v, positions, positions)
-        return lambda: _eager_flex(layer, q, k, v, positions)
-
-    def materialised(name: str) -> Callable[[], torch.Tensor]:
-        return lambda: materialised_bias_attention(inputs[name], q, k, v, positions)
-
-    slopes = inputs["alibi"].slopes
-    t5_bias = inputs["t5"].distance_bias
-    return {
-        UNBIASED: lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-        "SDPA + ALiBi bias (materialised)": materialised("alibi"),
-        "SDPA + T5 bias (materialised)": materialised("t5"),
-        "flex_attention + ALiBi score_mod": flex("alibi"),
-        "flex_attention + T5 score_mod": flex("t5"),
-        "posenc alibi_attention": lambda: alibi_attention(q, k, v, slopes),
-        "posenc alibi_attention, no window": lambda: alibi_attention(q, k, v, slopes, window_tolerance=None),
-        "posenc relative_attention, T5 table": lambda: per_distance_attention(q, k, v, t5_bias),
-        **deberta_candidates(inputs),
-        **relative_candidates(inputs),
-        **newer_candidates(inputs),
-    }
+    encoding = _build(name, seq_len, heads, d_head)
+    layers = {}
+    for backend in ATTENTION:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(1)
+            layers[backend] = MultiHeadAttention(heads * d_head, heads, encoding=encoding, backend=backend)
+    return layers
 
 
-def materialised_bias_attention(encoding, q, k, v, positions: torch.Tensor) -> torch.Tensor:
-    """What libraries do: the encoding's ``[h, s, s]`` bias plus a causal −inf mask as a float attn_mask
-    to SDPA. Built here, not through MultiHeadAttention, whose sdpa backend takes the strided path for
-    a bias of the distance alone."""
-    bias = encoding.bias(positions, positions)  # [h, s, s]
-    causal = torch.ones(bias.shape[-2:], dtype=torch.bool).tril()
-    mask = bias.to(q.dtype).masked_fill(~causal, float("-inf"))
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-
-
-def sdpa_layers(encodings: dict, heads: int, d_head: int) -> dict:
-    """One ``MultiHeadAttention(backend="sdpa")`` per encoding, whose ``attend`` the rows call."""
+def _baseline(heads: int, d_head: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The projections of every layer around is_causal SDPA, reading no encoding."""
     from posenc.attention import MultiHeadAttention
 
-    return {
-        name: MultiHeadAttention(heads * d_head, heads, encoding=encoding, backend="sdpa")
-        for name, encoding in encodings.items()
-    }
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(1)
+        layer = MultiHeadAttention(heads * d_head, heads)
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        q, k, v = heads_of(layer, x)
+        return merged(layer, F.scaled_dot_product_attention(q, k, v, is_causal=True))
+
+    run.parameters = layer.parameters  # type: ignore[attr-defined]
+    return run
 
 
-def _eager_flex(layer, q, k, v, positions) -> torch.Tensor:
-    """flex_attention uncompiled (torch's reference path: scores materialised), same score_mod and mask."""
-    from torch.nn.attention.flex_attention import flex_attention
+@dataclass
+class Built:
+    """The calls of the rows at one length, and what the check needs."""
 
-    from posenc.attention import _causal_block_mask
-
-    score_mod = layer.encoding.score_mod(q_positions=positions, k_positions=positions)
-    block_mask = _causal_block_mask(q.shape[2], k.shape[2], q.device.type)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "flex_attention called without torch.compile"
-        return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask)
-
-
-def reference(inputs: dict, bias: str) -> torch.Tensor:
-    """softmax(q·kᵀ/√d + bias + causal mask)·v in float64, one head at a time; ``[b, h, s, d]``."""
-    if bias == "deberta":
-        return deberta_reference(inputs)
-    if bias in ("shaw", "shaw_values", "transformer_xl"):
-        return relative_reference(inputs, bias)
-    if bias in ("fire", "kerple", "sandwich", "cope"):
-        return newer_reference(inputs, bias)
-    q, k, v = (inputs[name].double() for name in ("q", "k", "v"))
-    s, d = q.shape[2], q.shape[3]
-    i = torch.arange(s)
-    distance = i[:, None] - i[None, :]  # [s, s]: i − j
-    future = distance < 0
-    buckets = inputs["t5"].buckets(-distance) if bias == "t5" else None  # [s, s]
-    out = torch.empty_like(q)
-    for head in range(q.shape[1]):
-        scores = q[:, head] @ k[:, head].transpose(-1, -2) / math.sqrt(d)  # [b, s, s]
-        if bias == "alibi":
-            scores = scores - inputs["alibi"].slopes[head].double() * distance.double()
-        elif bias == "t5":
-            scores = scores + inputs["t5"].table.detach()[:, head].double()[buckets]
-        out[:, head] = scores.masked_fill(future, float("-inf")).softmax(dim=-1) @ v[:, head]
-    return out
+    calls: dict[str, Callable[[torch.Tensor], torch.Tensor]]  # name -> a function of x [b, s, d_model]
+    parameters: dict[str, Callable]  # name -> its parameters (zeroed between training calls)
+    oracle_of: dict[str, Callable[[], torch.Tensor]]  # name -> its encoding's float64 oracle [b, s, d_model]
+    tolerance: dict[str, float]
+    positions: dict[str, torch.Tensor]
+    not_run: dict[str, str]
 
 
-def check(name: str, got: torch.Tensor, expected: torch.Tensor, seq_len: int) -> float:
-    """max |got − expected|; AssertionError beyond :data:`TOLERANCE` (or the row's own, NaN included)."""
+def build_rows(selected: Sequence[str], x: torch.Tensor, heads: int = HEADS, d_head: int = D_HEAD) -> Built:
+    """The rows ``selected`` (names of :func:`rows`) at x's length; a row whose encoding cannot be built for
+    it, or a naive one too large, goes to ``not_run`` with its reason."""
+    table = rows()
+    batch, seq_len = x.shape[0], x.shape[1]
+    built = Built({}, {}, {}, {}, {}, {})
+    baseline = _baseline(heads, d_head)
+    built.calls[UNBIASED], built.parameters[UNBIASED] = baseline, baseline.parameters
+    built.tolerance[UNBIASED] = TOLERANCE
+    built.oracle_of[UNBIASED] = _cached(
+        lambda: layer_oracle(_nope_layer(heads, d_head), x, torch.arange(seq_len))
+    )
+    built.positions[UNBIASED] = torch.arange(seq_len)
+    layers_of: dict[str, dict | str] = {}
+    oracles: dict[str, Callable[[], torch.Tensor]] = {}
+    for name in selected:
+        row = table[name]
+        if row.encoding is None:
+            continue
+        if row.encoding not in layers_of:
+            try:
+                layers_of[row.encoding] = _layers(row.encoding, seq_len, heads, d_head)
+            except (TypeError, ValueError) as error:
+                layers_of[row.encoding] = f"not built for s={seq_len}: {error}"
+        layers = layers_of[row.encoding]
+        if isinstance(layers, str):
+            built.not_run[name] = layers
+            continue
+        layer = layers["eager"]
+        positions = layer.encoding.along_line(torch.arange(seq_len))  # [s] or [s, n]
+        if row.extra is not None:
+            reason = row.extra.not_run(seq_len, heads, d_head, batch)
+            if reason is not None:
+                built.not_run[name] = reason
+                continue
+            built.calls[name] = row.extra.make(layer, positions)
+        else:
+            built.calls[name] = _forward(layers[row.backend], positions)
+        built.parameters[name] = layer.parameters
+        built.positions[name] = positions
+        if row.encoding not in oracles:  # one oracle per encoding, shared by its rows, computed when asked
+            oracles[row.encoding] = _cached(functools.partial(layer_oracle, layer, x, positions))
+        built.oracle_of[name] = oracles[row.encoding]
+        built.tolerance[name] = CONTEXTUAL_TOLERANCE if layer.encoding.contextual_positions else TOLERANCE
+    return built
+
+
+def _forward(layer, positions: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+    return lambda x: layer(x, positions)
+
+
+def _cached(compute: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
+    value: list[torch.Tensor] = []
+
+    def get() -> torch.Tensor:
+        if not value:
+            value.append(compute())
+        return value[0]
+
+    return get
+
+
+def _nope_layer(heads: int, d_head: int):
+    from posenc.attention import MultiHeadAttention
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(1)
+        return MultiHeadAttention(heads * d_head, heads)
+
+
+def check(
+    name: str, got: torch.Tensor, expected: torch.Tensor, seq_len: int, tolerance: float = TOLERANCE
+) -> float:
+    """max |got − expected|; AssertionError beyond ``tolerance`` (NaN included)."""
     error = float((got.double() - expected).abs().max())
-    tolerance = ROW_TOLERANCE.get(name, TOLERANCE)
     if not error <= tolerance:
         raise AssertionError(
-            f"{name} disagrees with the float64 reference by {error:.3g} > {tolerance:g} (s={seq_len})"
+            f"{name} disagrees with the float64 oracle by {error:.3g} > {tolerance:g} (s={seq_len})"
         )
     return error
 
 
-def folded_alibi(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slopes: torch.Tensor) -> torch.Tensor:
-    """ALiBi as m·j (softmax drops −m·i) in an extra channel of q·k: q' = [q, √d], k' = [k, m·j]."""
-    b, h, s, d = q.shape
-    extra = (slopes.double()[:, None] * torch.arange(s, dtype=torch.float64)).to(q.dtype)  # [h, s]
-    q_ = torch.cat((q, q.new_full((b, h, s, 1), math.sqrt(d))), dim=-1)  # [b, h, s, d + 1]
-    k_ = torch.cat((k, extra.expand(b, h, s)[..., None]), dim=-1)
-    return F.scaled_dot_product_attention(q_, k_, v, is_causal=True, scale=1 / math.sqrt(d))
+def _inputs(seq_len: int, heads: int = HEADS, d_head: int = D_HEAD, batch: int = BATCH):
+    """x ``[b, s, d_model]`` N(0, 1) and the gradient of the output, from a seed of ``seq_len``."""
+    generator = torch.Generator().manual_seed(seq_len)
+    x = torch.randn(batch, seq_len, heads * d_head, generator=generator)
+    return x, torch.randn(x.shape, generator=generator)
 
 
-def block_centred_alibi(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slopes: torch.Tensor, block: int = DEFAULT_BLOCK
-) -> torch.Tensor:
-    """:func:`folded_alibi` with the channel m·(j − e) per query block ending at e (keys 0 … e)."""
-    b, h, s, d = q.shape
-    q_ = torch.cat((q, q.new_full((b, h, s, 1), math.sqrt(d))), dim=-1)  # [b, h, s, d + 1]
-    out = torch.empty_like(q)
-    for start in range(0, s, block):
-        end = min(start + block, s)  # keys 0 … end − 1
-        j = torch.arange(end, dtype=torch.float64) - (end - 1)
-        extra = (slopes.double()[:, None] * j).to(q.dtype)  # [h, end]
-        k_ = torch.cat((k[:, :, :end], extra.expand(b, h, end)[..., None]), dim=-1)
-        causal = torch.ones(end - start, end, dtype=torch.bool).tril(start)  # [rows, end]
-        out[:, :, start:end] = F.scaled_dot_product_attention(
-            q_[:, :, start:end], k_, v[:, :, :end], attn_mask=causal, scale=1 / math.sqrt(d)
-        )
-    return out
+def _timed_calls(built: Built, x: torch.Tensor, grad: torch.Tensor) -> dict[str, Callable[[], object]]:
+    """(row, mode) -> a call: inference under no_grad, training forward + backward (x's and the parameters'
+    gradients, set to None before each call)."""
+    runs: dict[str, Callable[[], object]] = {}
+    for name, call in built.calls.items():
+
+        def inference(call=call) -> None:
+            with torch.no_grad():
+                call(x)
+
+        leaf = x.clone().requires_grad_()
+
+        def training(call=call, leaf=leaf, parameters=built.parameters[name]) -> None:
+            leaf.grad = None
+            for parameter in parameters():
+                parameter.grad = None
+            call(leaf).backward(grad)
+
+        runs[f"{name}\0inference"], runs[f"{name}\0training"] = inference, training
+    return runs
 
 
-# --- DeBERTa's disentangled attention (c2p + p2c terms) ------------------------------------------
-
-DEBERTA = "posenc DeBERTa c2p + p2c terms (sdpa)"
-DEBERTA_NAIVE = "DeBERTa naive: [b, h, i, j, d] gathered"
-#: DeBERTa-v3's relative positions: 256 log buckets per side reaching distance 512, a shared key.
-DEBERTA_BUCKETS, DEBERTA_MAX_RELATIVE = 256, 512
-#: The naive row runs only where its [b, h, i, j, d] float32 tensor fits in this (s=1024: 2 GiB).
-NAIVE_LIMIT_BYTES = 2 << 30
-DEBERTA_CANDIDATES: dict[str, tuple[str, str]] = {
-    DEBERTA: (
-        "deberta",
-        "MultiHeadAttention(backend='sdpa').attend with DisentangledAttention (S=256, shared key): "
-        "q·K_rᵀ [b, h, i, 2S] and k·Q_rᵀ gathered at the bucket of i − j, as a float attn_mask",
-    ),
-    DEBERTA_NAIVE: (
-        "deberta",
-        "K_r and Q_r gathered for every pair, [b, h, i, j, d], multiplied by q and k and summed, then SDPA; "
-        f"not run where that tensor exceeds {NAIVE_LIMIT_BYTES >> 30} GiB",
-    ),
-}
-CANDIDATES.update(DEBERTA_CANDIDATES)
-
-
-def deberta_layer(heads: int, d_head: int):
-    """The attention layer whose projections and DisentangledAttention the DeBERTa rows use, drawn from a
-    fixed seed (the same at every call): relative embeddings N(0, 1) and weights N(0, 1/d_model), so the
-    relative queries and keys are of unit size like q and k and each logit term weighs as much as q·k."""
-    from posenc.attention import MultiHeadAttention
-    from posenc.encodings.deberta import DisentangledAttention
-
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        d_model = heads * d_head
-        encoding = DisentangledAttention(
-            d_model, heads, position_buckets=DEBERTA_BUCKETS, max_relative_positions=DEBERTA_MAX_RELATIVE
-        )
-        layer = MultiHeadAttention(d_model, heads, encoding=encoding, backend="sdpa", bias=True)
-        with torch.no_grad():
-            for parameter in layer.parameters():
-                parameter.normal_(0, 1 / math.sqrt(d_model))
-            encoding.relative_embeddings.normal_(0, 1)
-            if encoding.norm is not None:  # DeBERTa-v3's LayerNorm as initialised: weight 1, bias 0
-                encoding.norm.reset_parameters()
-    return layer.eval()
-
-
-def deberta_candidates(inputs: dict) -> dict[str, Callable[[], torch.Tensor]]:
-    """The DeBERTa rows: posenc's terms through attention, and the naive materialised gather."""
-    q, k, v, positions = inputs["q"], inputs["k"], inputs["v"], inputs["positions"]
-    layer = deberta_layer(q.shape[1], q.shape[3])
+def _case(
+    seq_len: int, rounds: int, names: Sequence[str], peak: dict | None, heads: int, d_head: int, batch: int
+) -> dict:
+    """One length: build, check (a refusal of the positions is a row not run), time."""
+    x, grad = _inputs(seq_len, heads, d_head, batch)
+    built = build_rows(names, x, heads, d_head)
+    errors = {}
+    for name in list(built.calls):
+        try:
+            with torch.no_grad():
+                got = built.calls[name](x)
+        except ValueError as error:  # the encoding refuses these positions (a window smaller than s)
+            built.not_run[name] = f"not run: {str(error).splitlines()[0]}"
+            del built.calls[name]
+            continue
+        errors[name] = check(name, got, built.oracle_of[name](), seq_len, built.tolerance[name])
+    timings = time_alternating(_timed_calls(built, x, grad), rounds=rounds, warmup=1)
+    floor = {mode: timings[f"{UNBIASED}\0{mode}"].median_ms for mode in MODES}
     return {
-        DEBERTA: lambda: layer.attend(q, k, v, positions, positions),
-        DEBERTA_NAIVE: lambda: naive_deberta(layer, q, k, v, positions),
+        "seq_len": seq_len,
+        "timings": [
+            {
+                "name": name,
+                **{
+                    mode: {
+                        "median_ms": timings[f"{name}\0{mode}"].median_ms,
+                        "min_ms": timings[f"{name}\0{mode}"].min_ms,
+                        "max_ms": timings[f"{name}\0{mode}"].max_ms,
+                        "vs_sdpa": timings[f"{name}\0{mode}"].median_ms / floor[mode],
+                    }
+                    for mode in MODES
+                },
+                "max_abs_error_vs_float64": errors[name],
+                "peak_extra_mib": None if peak is None else peak.get(name),
+            }
+            for name in built.calls
+        ],
+        "not_timed": built.not_run,
     }
 
 
-def naive_deberta(layer, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor):
-    """DeBERTa's causal attention as written: the relative key and query of every pair gathered,
-    ``[h, i, j, d]``, times q and k, ``[b, h, i, j, d]``, summed over d."""
-    encoding = layer.encoding
-    pos_query, pos_key = encoding.position_heads(layer.project_heads)  # [h, 2S, d] each
-    index = encoding.relative_index(positions, positions)  # [i, j]
-    c2p = (q.unsqueeze(3) * pos_key[:, index]).sum(-1)  # [b, h, i, j, d] -> [b, h, i, j]
-    p2c = (k.unsqueeze(2) * pos_query[:, index]).sum(-1)  # k_j·Q_r[δ(i, j)]: [b, h, i, j]
-    scores = (q @ k.transpose(-1, -2) + c2p + p2c) / math.sqrt(q.shape[-1] * encoding.scale_factor)
-    causal = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).tril()
-    return scores.masked_fill(~causal, float("-inf")).softmax(dim=-1) @ v  # [b, h, i, d]
+def row_call(spec: dict) -> Callable[[], torch.Tensor]:
+    """The inference call of row ``spec["name"]`` at ``spec["seq_len"]``, for :func:`posenc.bench.memory.child`."""
+    x, _ = _inputs(spec["seq_len"], spec["heads"], spec["d_head"], spec["batch"])
+    built = build_rows([spec["name"]], x, spec["heads"], spec["d_head"])
+    if spec["name"] in built.not_run:
+        raise ValueError(built.not_run[spec["name"]])
+    call = built.calls[spec["name"]]
+    return lambda: call(x)
 
 
-def deberta_reference(inputs: dict) -> torch.Tensor:
-    """DeBERTa's causal attention in float64, one head at a time: softmax((q·kᵀ + q·K_r[δ] + k·Q_r[δ]) /
-    √(3d) + mask)·v with δ(i, j) the table row of the bucket of i − j; ``[b, h, s, d]``."""
-    q, k, v = (inputs[name].double() for name in ("q", "k", "v"))
-    layer = copy.deepcopy(deberta_layer(q.shape[1], q.shape[3])).double()
-    encoding = layer.encoding
-    with torch.no_grad():
-        pos_query, pos_key = encoding.position_heads(layer.project_heads)  # [h, 2S, d] float64
-    index = encoding.relative_index(inputs["positions"], inputs["positions"])  # [s, s]
-    future = torch.ones(index.shape, dtype=torch.bool).triu(1)
-    scale = math.sqrt(q.shape[-1] * encoding.scale_factor)
-    out = torch.empty_like(q)
-    for head in range(q.shape[1]):
-        q_h, k_h = q[:, head], k[:, head]  # [b, s, d]
-        c2p = (q_h @ pos_key[head].T)[:, torch.arange(index.shape[0])[:, None], index]  # [b, i, j]
-        p2c = (k_h @ pos_query[head].T)[:, torch.arange(index.shape[1])[None, :], index]  # [b, i, j]
-        scores = (q_h @ k_h.transpose(-1, -2) + c2p + p2c) / scale
-        out[:, head] = scores.masked_fill(future, float("-inf")).softmax(dim=-1) @ v[:, head]
-    return out
-
-
-def deberta_not_run(
-    seq_len: int, heads: int = HEADS, d_head: int = D_HEAD, batch: int = BATCH
-) -> dict[str, str]:
-    """The DeBERTa rows not run at ``seq_len``, and why: the naive one where [b, h, i, j, d] is too large."""
-    size = batch * heads * seq_len * seq_len * d_head * 4  # bytes of one float32 [b, h, i, j, d]
-    if size <= NAIVE_LIMIT_BYTES:
-        return {}
-    return {DEBERTA_NAIVE: f"not run: its [b, h, i, j, d] tensor would hold {size / 2**30:g} GiB"}
-
-
-# --- Shaw et al. and Transformer-XL: relative terms that read the query -----------------------------
-
-SHAW = "posenc Shaw key term (sdpa)"
-SHAW_VALUES = "posenc Shaw keys + values (eager)"
-SHAW_NAIVE = "Shaw naive: [b, h, i, j, d] gathered"
-TRANSFORMER_XL = "posenc Transformer-XL terms (sdpa)"
-TRANSFORMER_XL_NAIVE = "Transformer-XL naive: [b, h, i, j, d] gathered"
-#: Shaw et al.'s clipping distance (§4: k = 16).
-SHAW_MAX_DISTANCE = 16
-#: Lengths the sweep tries first for the naive rows, below the sweep's own (their [b, h, i, j, d] float32
-#: tensor alone is 32 GiB at s=4096, so the longest s within 16 GiB lies below it).
-NAIVE_SWEEP: tuple[int, ...] = (1024, 1536, 2048, 3072)
-RELATIVE_CANDIDATES: dict[str, tuple[str, str]] = {
-    SHAW: (
-        "shaw",
-        f"MultiHeadAttention(backend='sdpa').attend with ShawRelativePosition (k={SHAW_MAX_DISTANCE}): "
-        "q·w^Kᵀ [b, h, i, 2k+1] gathered at clip(j − i, k) + k, as a float attn_mask",
-    ),
-    SHAW_VALUES: (
-        "shaw_values",
-        "the same with relative values: the weights summed per clipped distance (scatter_add, "
-        "[b, h, i, 2k+1]) times w^V; attention's eager path (the weights are needed)",
-    ),
-    SHAW_NAIVE: (
-        "shaw",
-        "w^K gathered for every pair [i, j, d], times q as [b, h, i, j, d] and summed, then softmax; "
-        f"not run where that tensor exceeds {NAIVE_LIMIT_BYTES >> 30} GiB",
-    ),
-    TRANSFORMER_XL: (
-        "transformer_xl",
-        "MultiHeadAttention(backend='sdpa').attend with TransformerXLRelative: (q + v)·W_{k,R}R per distance "
-        "[b, h, i, 2s−1], the rel-shift view, + u·k_j, as a float attn_mask",
-    ),
-    TRANSFORMER_XL_NAIVE: (
-        "transformer_xl",
-        "W_{k,R}R_{i−j} gathered for every pair [h, i, j, d], times q + v as [b, h, i, j, d] and summed, "
-        f"+ u·k_j, then softmax; not run where that tensor exceeds {NAIVE_LIMIT_BYTES >> 30} GiB",
-    ),
-}
-CANDIDATES.update(RELATIVE_CANDIDATES)
-RELATIVE_NAIVE = (SHAW_NAIVE, TRANSFORMER_XL_NAIVE)
-
-
-def relative_encodings(heads: int, d_head: int) -> dict:
-    """The encodings of the Shaw and Transformer-XL rows, drawn from a fixed seed (the same at every
-    call): Shaw's tables N(0, 1), W_{k,R} N(0, 1/d_model), u and v N(0, 1), so the terms are of the size
-    of q·k/√d."""
-    from posenc.encodings.shaw import ShawRelativePosition
-    from posenc.encodings.transformer_xl import TransformerXLRelative
-
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        encodings = {
-            "shaw": ShawRelativePosition(d_head, max_distance=SHAW_MAX_DISTANCE),
-            "shaw_values": ShawRelativePosition(d_head, max_distance=SHAW_MAX_DISTANCE, values=True),
-            "transformer_xl": TransformerXLRelative(heads * d_head, heads),
-        }
-        with torch.no_grad():
-            for encoding in encodings.values():
-                for parameter_name, parameter in encoding.named_parameters():
-                    std = (heads * d_head) ** -0.5 if parameter_name == "r_proj" else 1.0
-                    parameter.normal_(0, std)
-    return encodings
-
-
-def relative_candidates(inputs: dict) -> dict[str, Callable[[], torch.Tensor]]:
-    """The Shaw and Transformer-XL rows: posenc's terms through attention, and the naive gathers."""
-    q, k, v, positions = inputs["q"], inputs["k"], inputs["v"], inputs["positions"]
-    heads, d_head = q.shape[1], q.shape[3]
-    encodings = relative_encodings(heads, d_head)
-    layers = sdpa_layers(encodings, heads, d_head)
-    return {
-        SHAW: lambda: layers["shaw"].attend(q, k, v, positions, positions),
-        SHAW_VALUES: lambda: layers["shaw_values"].attend(q, k, v, positions, positions),
-        SHAW_NAIVE: lambda: naive_shaw(encodings["shaw"], q, k, v, positions),
-        TRANSFORMER_XL: lambda: layers["transformer_xl"].attend(q, k, v, positions, positions),
-        TRANSFORMER_XL_NAIVE: lambda: naive_transformer_xl(encodings["transformer_xl"], q, k, v, positions),
-    }
-
-
-def _causal_softmax(scores: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    causal = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).tril()
-    return scores.masked_fill(~causal, float("-inf")).softmax(dim=-1) @ v  # [b, h, i, d]
-
-
-def naive_shaw(encoding, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor):
-    """Shaw et al.'s causal attention as eq. (4) reads: a^K_ij gathered for every pair ``[i, j, d]``,
-    q_i·a^K_ij as a product ``[b, h, i, j, d]`` summed over d."""
-    pairs = encoding.key_table[encoding.rows(positions, positions)].to(q.dtype)  # [i, j, d]
-    relative = (q.unsqueeze(3) * pairs).sum(-1)  # [b, h, i, j, d] -> [b, h, i, j]
-    return _causal_softmax((q @ k.transpose(-1, -2) + relative) / math.sqrt(q.shape[-1]), v)
-
-
-def naive_transformer_xl(
-    encoding, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor
-):
-    """Transformer-XL's causal attention with W_{k,R}R_{i−j} gathered for every pair ``[h, i, j, d]`` and
-    (q_i + v)·it as a product ``[b, h, i, j, d]`` summed over d, + u·k_j."""
-    s = positions.shape[0]
-    per_distance = encoding.projected(
-        torch.arange(s - 1, -s, -1), q.dtype
-    )  # [h, d, 2s − 1]: s − 1 … −(s − 1)
-    column = (s - 1) - (positions[:, None] - positions[None, :])  # [i, j]
-    pairs = per_distance.transpose(-1, -2)[:, column]  # [h, i, j, d]
-    query = q + encoding.v.to(q.dtype).unsqueeze(-2)  # q_i + v: [b, h, i, d]
-    relative = (query.unsqueeze(3) * pairs).sum(-1) + encoding.key_bias_term(k, q.shape[1])  # [b, h, i, j]
-    return _causal_softmax((q @ k.transpose(-1, -2) + relative) / math.sqrt(q.shape[-1]), v)
-
-
-def relative_reference(inputs: dict, bias: str) -> torch.Tensor:
-    """The Shaw or Transformer-XL row's causal attention in float64, one head at a time; ``[b, h, s, d]``.
-
-    Shaw: + q_i·w^K[clip(j − i, 16) + 16] / √d (and Σ_j α_ij w^V[…] for ``"shaw_values"``);
-    Transformer-XL: + ((q_i + v)·W_{k,R}R_{i−j} + u·k_j) / √d, R the sinusoid at width h·d.
-    """
-    q, k, v = (inputs[name].double() for name in ("q", "k", "v"))
-    b, heads, s, d = q.shape
-    encoding = copy.deepcopy(relative_encodings(heads, d)[bias]).double()
-    position = inputs["positions"]
-    distance = position[:, None] - position[None, :]  # [s, s]: i − j
-    rows = torch.arange(s)[:, None]
-    future = distance < 0
-    out = torch.empty_like(q)
-    with torch.no_grad():
-        if bias == "transformer_xl":
-            codes = sinusoidal_table(
-                torch.arange(s - 1, -s, -1), heads * d, dtype=torch.float64
-            )  # [2s−1, h·d]
-            projected = (codes @ encoding.r_proj.T).view(2 * s - 1, heads, d)  # W_{k,R}R: [2s − 1, h, d]
-        for head in range(heads):
-            q_h, k_h, v_h = q[:, head], k[:, head], v[:, head]  # [b, s, d]
-            scores = q_h @ k_h.transpose(-1, -2)  # [b, i, j]
-            if bias == "transformer_xl":
-                per_distance = (q_h + encoding.v[head]) @ projected[:, head].T  # [b, i, 2s − 1]
-                scores = (
-                    scores + per_distance[:, rows, (s - 1) - distance] + (k_h @ encoding.u[head])[:, None]
-                )
-            else:
-                row = (-distance).clamp(-SHAW_MAX_DISTANCE, SHAW_MAX_DISTANCE) + SHAW_MAX_DISTANCE  # [i, j]
-                scores = scores + (q_h @ encoding.key_table.T)[:, rows, row]
-            weights = (scores / math.sqrt(d)).masked_fill(future, float("-inf")).softmax(dim=-1)
-            out[:, head] = weights @ v_h
-            if bias == "shaw_values":
-                per_row = torch.zeros(b, s, 2 * SHAW_MAX_DISTANCE + 1, dtype=torch.float64)
-                per_row.scatter_add_(-1, row.expand(b, s, s), weights)  # Σ_j α_ij per clipped distance
-                out[:, head] += per_row @ encoding.value_table
-    return out
-
-
-def relative_not_run(
-    seq_len: int, heads: int = HEADS, d_head: int = D_HEAD, batch: int = BATCH
-) -> dict[str, str]:
-    """The naive Shaw and Transformer-XL rows not run at ``seq_len``: where [b, h, i, j, d] is too large."""
-    size = batch * heads * seq_len * seq_len * d_head * 4  # bytes of one float32 [b, h, i, j, d]
-    if size <= NAIVE_LIMIT_BYTES:
-        return {}
-    return {
-        name: f"not run: its [b, h, i, j, d] tensor would hold {size / 2**30:g} GiB"
-        for name in RELATIVE_NAIVE
-    }
-
-
-# --- The newer biases (FIRE, Kerple, Sandwich) and CoPE -------------------------------------------
-
-FIRE = "posenc FIRE bias (sdpa)"
-KERPLE = "posenc Kerple log bias (sdpa, per distance)"
-KERPLE_MATERIALISED = "SDPA + Kerple log bias (materialised)"
-SANDWICH = "posenc Sandwich bias (sdpa, per distance)"
-SANDWICH_MATERIALISED = "SDPA + Sandwich bias (materialised)"
-COPE = "posenc CoPE terms (sdpa)"
-COPE_NAIVE = "CoPE naive: [b, h, i, j, d] interpolated"
-#: CoPE's table: counts clamp at COPE_POSITIONS − 1 (the paper bounds them by p_max).
-COPE_POSITIONS = 64
-NEWER_CANDIDATES: dict[str, tuple[str, str]] = {
-    FIRE: (
-        "fire",
-        "MultiHeadAttention(backend='sdpa').attend with FIRE (L₀ = 1024): the [h, s, s] bias of "
-        "its MLP over the progressively interpolated distance, as a float attn_mask",
-    ),
-    KERPLE: (
-        "kerple",
-        "MultiHeadAttention(backend='sdpa').attend with Kerple (log): a bias of the distance "
-        "alone, per distance through the strided-table path (no s×s tensor)",
-    ),
-    KERPLE_MATERIALISED: ("kerple", "Kerple's [h, s, s] bias plus the causal −inf mask as a float attn_mask"),
-    SANDWICH: (
-        "sandwich",
-        "MultiHeadAttention(backend='sdpa').attend with Sandwich: a bias of the distance "
-        "alone, per distance through the strided-table path",
-    ),
-    SANDWICH_MATERIALISED: (
-        "sandwich",
-        "Sandwich's [h, s, s] bias plus the causal −inf mask as a float attn_mask",
-    ),
-    COPE: (
-        "cope",
-        f"MultiHeadAttention(backend='sdpa').attend with CoPE ({COPE_POSITIONS} positions): gates "
-        "σ(q·k), counts by a reversed cumulative sum, q·e per table row [b, h, i, npos] interpolated by two "
-        "gathers, as a float attn_mask",
-    ),
-    COPE_NAIVE: (
-        "cope",
-        "the same counts, the embedding interpolated for every pair [b, h, i, j, d] and "
-        f"multiplied by q; not run where that tensor exceeds {NAIVE_LIMIT_BYTES >> 30} GiB",
-    ),
-}
-CANDIDATES.update(NEWER_CANDIDATES)
-#: Rows checked to another bound than :data:`TOLERANCE`: CoPE's counts add up float32 gates σ(q·k/√d),
-#: each rounded, and the interpolation multiplies a count's error by the step between two table
-#: logits (about 10 here), so any float32 CoPE, the naive one as much as posenc's, ends about 1e-4 from
-#: float64.
-ROW_TOLERANCE: dict[str, float] = {COPE: 3e-4, COPE_NAIVE: 3e-4}
-
-
-def newer_encodings(heads: int, d_head: int) -> dict:
-    """FIRE, Kerple (log), Sandwich and CoPE for the rows, each from a fixed seed; FIRE's and Kerple's
-    parameters as initialised, CoPE's table N(0, 1) so its term is the size of q·k."""
-    import posenc
-
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        encodings = {
-            "fire": posenc.build("fire", n_heads=heads, threshold=float(SEQ_LENS[0])),
-            "kerple": posenc.build("kerple", n_heads=heads),
-            "sandwich": posenc.build("sandwich", n_heads=heads),
-            "cope": posenc.build("cope", d_head=d_head, npos_max=COPE_POSITIONS),
-        }
-        with torch.no_grad():
-            encodings["cope"].table.normal_(0, 1)
-    return {name: encoding.eval() for name, encoding in encodings.items()}
-
-
-def newer_candidates(inputs: dict) -> dict[str, Callable[[], torch.Tensor]]:
-    """The newer biases' and CoPE's rows."""
-    q, k, v, positions = inputs["q"], inputs["k"], inputs["v"], inputs["positions"]
-    heads, d_head = q.shape[1], q.shape[3]
-    encodings = newer_encodings(heads, d_head)
-    layers = sdpa_layers(encodings, heads, d_head)
-
-    def attend(name: str) -> Callable[[], torch.Tensor]:
-        return lambda: layers[name].attend(q, k, v, positions, positions)
-
-    def materialised(name: str) -> Callable[[], torch.Tensor]:
-        return lambda: materialised_bias_attention(encodings[name], q, k, v, positions)
-
-    return {
-        FIRE: attend("fire"),
-        KERPLE: attend("kerple"),
-        KERPLE_MATERIALISED: materialised("kerple"),
-        SANDWICH: attend("sandwich"),
-        SANDWICH_MATERIALISED: materialised("sandwich"),
-        COPE: attend("cope"),
-        COPE_NAIVE: lambda: naive_cope(encodings["cope"], q, k, v),
-    }
-
-
-def naive_cope(encoding, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """CoPE's causal attention with e[p_ij] interpolated for every pair ``[b, h, i, j, d]`` and multiplied
-    by q_i (Golovneva et al. 2024, eq. 3–5, the embedding before the dot product)."""
-    table = encoding.table.to(q.dtype)  # [npos, d]
-    counts = encoding.counted_positions(q, k)  # [b, h, i, j]
-    floor = counts.floor()
-    upper = (floor + 1).clamp(max=table.shape[0] - 1).long()
-    weight = (counts - floor).unsqueeze(-1)  # [b, h, i, j, 1]
-    embedded = table[floor.long()] * (1 - weight) + table[upper] * weight  # [b, h, i, j, d]
-    relative = (q.unsqueeze(3) * embedded).sum(-1)  # [b, h, i, j]
-    return _causal_softmax((q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1]) + relative, v)
-
-
-def newer_reference(inputs: dict, bias: str) -> torch.Tensor:
-    """The newer rows' causal attention in float64, one head at a time: softmax(q·kᵀ/√d + B_ij + mask)·v
-    with the encoding's bias in float64, or for CoPE + q_i·e[p_ij] (interpolated) with the counts of
-    σ(q·k/√d) in float64; ``[b, h, s, d]``."""
-    q, k, v = (inputs[name].double() for name in ("q", "k", "v"))
-    b, heads, s, d = q.shape
-    encoding = copy.deepcopy(newer_encodings(heads, d)[bias]).double()
-    positions = inputs["positions"]
-    future = torch.ones(s, s, dtype=torch.bool).triu(1)
-    out = torch.empty_like(q)
-    with torch.no_grad():
-        if bias == "cope":
-            table = encoding.table.double()  # [npos, d]
-            for head in range(heads):
-                q_h, k_h = q[:, head : head + 1], k[:, head : head + 1]  # [b, 1, s, d]
-                counts = encoding.counted_positions(q_h, k_h)[:, 0]  # [b, i, j], float64
-                floor = counts.floor()
-                weight = counts - floor
-                upper = (floor + 1).clamp(max=table.shape[0] - 1).long()
-                low_logit = q_h[:, 0] @ table.T  # [b, i, npos]: q_i·e[n]
-                z_low = low_logit.gather(-1, floor.long())
-                z_high = low_logit.gather(-1, upper)
-                scores = (
-                    q_h[:, 0] @ k_h[:, 0].transpose(-1, -2) / math.sqrt(d)
-                    + z_low * (1 - weight)
-                    + z_high * weight
-                )
-                out[:, head] = scores.masked_fill(future, float("-inf")).softmax(dim=-1) @ v[:, head]
-            return out
-        bias_table = encoding.bias(positions, positions).double()  # [h, s, s]
-    for head in range(heads):
-        scores = q[:, head] @ k[:, head].transpose(-1, -2) / math.sqrt(d) + bias_table[head]
-        out[:, head] = scores.masked_fill(future, float("-inf")).softmax(dim=-1) @ v[:, head]
-    return out
-
-
-def newer_not_run(
-    seq_len: int, heads: int = HEADS, d_head: int = D_HEAD, batch: int = BATCH
-) -> dict[str, str]:
-    """CoPE's naive row where its [b, h, i, j, d] tensor exceeds :data:`NAIVE_LIMIT_BYTES`."""
-    size = batch * heads * seq_len * seq_len * d_head * 4
-    if size <= NAIVE_LIMIT_BYTES:
-        return {}
-    return {COPE_NAIVE: f"not run: its [b, h, i, j, d] tensor would hold {size / 2**30:g} GiB"}
+def measure(name: str, seq_len: int, sizes: dict, **options) -> dict:
+    """The peak extra memory of one call of row ``name`` in a fresh subprocess (:func:`posenc.bench.memory.measure`)."""
+    spec = {"name": name, "seq_len": seq_len, **sizes}
+    return memory_harness.measure("posenc.bench.attention:row_call", spec, **options)
 
 
 def sweep_lengths(name: str, sizes: Sequence[int]) -> list[int]:
-    """The lengths the sweep tries for ``name``: ``sizes``, after :data:`NAIVE_SWEEP`'s shorter ones for
-    the naive rows."""
-    if name not in RELATIVE_NAIVE or not sizes:
+    """The lengths the sweep tries for ``name``: ``sizes``, after :data:`NAIVE_SWEEP`'s shorter ones for a
+    naive row."""
+    row = rows().get(name)
+    if row is None or row.extra is None or not row.extra.pairs or not sizes:
         return list(sizes)
     return [size for size in NAIVE_SWEEP if size < min(sizes)] + list(sizes)
 
 
-def _not_run(seq_len: int, names: Sequence[str]) -> dict[str, str]:
-    """The candidates of ``names`` not run at ``seq_len``, and why."""
-    reasons = deberta_not_run(seq_len) | relative_not_run(seq_len) | newer_not_run(seq_len)
-    return {name: reason for name, reason in reasons.items() if name in names}
-
-
-def selected(only: str | None) -> list[str]:
-    """The candidates whose name ``only`` (a regular expression) finds, with unbiased SDPA, the ratios'
-    reference, always; every candidate without ``only``.
-
-    Raises:
-        ValueError: an expression that does not compile or finds no candidate.
-    """
-    if only is None:
-        return list(CANDIDATES)
-    try:
-        pattern = re.compile(only)
-    except re.error as error:
-        raise ValueError(f"--only {only!r} is not a regular expression: {error}") from None
-    names = [name for name in CANDIDATES if pattern.search(name)]
-    if not names:
-        raise ValueError(f"--only {only!r} matches no candidate; candidates: {', '.join(CANDIDATES)}")
-    return [UNBIASED, *(name for name in names if name != UNBIASED)]
-
-
-def _case(
-    seq_len: int, rounds: int, compile: bool, memory: dict | None, names: Sequence[str] = tuple(CANDIDATES)
-) -> tuple[dict, dict]:
-    """Timings of the candidates ``names`` at one length (after their check), and the extra-channel
-    precision."""
-    torch._dynamo.reset()  # each length compiles afresh; the recompile limit is never reached
-    inputs = _inputs(seq_len)
-    not_run = _not_run(seq_len, names)
-    runs = {
-        name: call
-        for name, call in candidates(inputs, compile=compile).items()
-        if name in names and name not in not_run
-    }
-    biases = dict.fromkeys(["alibi", *(CANDIDATES[name][0] for name in runs)])
-    expected = {bias: reference(inputs, bias) for bias in biases}
-    errors = {}
-    for name, call in runs.items():  # compiles the flex candidates before any timing
-        errors[name] = check(name, call(), expected[CANDIDATES[name][0]], seq_len)
-    timings = time_alternating(runs, rounds=rounds, warmup=1)
-    floor = timings[UNBIASED].median_ms
-    slopes = inputs["alibi"].slopes
-    q, k, v = inputs["q"], inputs["k"], inputs["v"]
-    precision = {
-        "seq_len": seq_len,
-        FOLDED: float((folded_alibi(q, k, v, slopes).double() - expected["alibi"]).abs().max()),
-        CENTRED: float((block_centred_alibi(q, k, v, slopes).double() - expected["alibi"]).abs().max()),
-    }
-    case = {
-        "seq_len": seq_len,
-        "windows": decay_windows(q, k, v, slopes),
-        "timings": [
-            {
-                **t.as_dict(),
-                "vs_sdpa": t.median_ms / floor,
-                "max_abs_error_vs_float64": errors[t.name],
-                "peak_extra_mib": None if memory is None else memory.get(t.name),
-            }
-            for t in timings.values()
-        ],
-        "not_timed": ({} if compile else {"compiled flex_attention": "not requested: flex runs uncompiled"})
-        | not_run,
-    }
-    return case, precision
-
-
-# ----------------------------------------------------------------------------------------------
-# Memory, in subprocesses
-
-
-def _child(spec: dict) -> dict:
-    """Run in a fresh interpreter: one candidate at one length; its peak extra resident memory."""
-    return_freed_memory()
-    if spec["limit_bytes"] is not None:
-        address_space = status_kib("VmSize") << 10
-        _, hard = resource.getrlimit(resource.RLIMIT_AS)
-        resource.setrlimit(resource.RLIMIT_AS, (address_space + spec["limit_bytes"], hard))
-    torch.set_num_threads(spec["threads"])
-    baseline_kib = status_kib("VmRSS")
-    try:
-        with torch.no_grad():
-            inputs = _inputs(spec["seq_len"])
-            call = candidates(inputs, compile=spec["compile"])[spec["name"]]
-            if spec["warm"]:  # compile and fill caches first; measure a steady call
-                call()
-                gc.collect()
-            reset_peak()  # VmHWM := the current resident set
-            if spec["warm"]:  # the resident set at the reset: the peak can only grow from it
-                baseline_kib = status_kib("VmHWM")
-            start = time.perf_counter()
-            out = call()
-            seconds = time.perf_counter() - start
-            del out
-    except (RuntimeError, MemoryError) as error:  # an allocation refused under RLIMIT_AS
-        return {"ok": False, "error": f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"}
-    return {
-        "ok": True,
-        "peak_extra_mib": resident_extra_mib(baseline_kib),
-        "seconds": seconds,
-    }
-
-
-def measure(
-    name: str,
-    seq_len: int,
-    *,
-    warm: bool = True,
-    compile: bool = True,
-    limit_bytes: int | None = None,
-    timeout: float | None = None,
-) -> dict:
-    """:func:`_child` in a fresh subprocess; {"ok": False, "error": …} when it fails or times out."""
-    spec = {
-        "name": name,
-        "seq_len": seq_len,
-        "warm": warm,
-        "compile": compile,
-        "limit_bytes": limit_bytes,
-        "threads": torch.get_num_threads(),
-    }
-    code = (
-        "import json, sys; from posenc.bench.attention import _child; "
-        "print('\\0' + json.dumps(_child(json.loads(sys.argv[1]))))"
-    )
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", code, json.dumps(spec)], capture_output=True, text=True, timeout=timeout
-        )
-    except subprocess.TimeoutExpired:
-        return {"ok": False, "error": f"not finished within {timeout:g} s"}
-    marked = [line for line in done.stdout.splitlines() if line.startswith("\0")]
-    if done.returncode != 0 or not marked:
-        tail = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-        return {"ok": False, "error": f"exit status {done.returncode}: {tail[:160]}"}
-    return json.loads(marked[-1][1:])
-
-
-def sweep(names: Sequence[str], sizes: Sequence[int], *, compile: bool = True) -> dict:
-    """Per candidate: each length in order until the first that fails within :data:`MEMORY_LIMIT_BYTES`."""
+def sweep(names: Sequence[str], sizes: Sequence[int], config: dict | None = None) -> dict:
+    """Per row: each length in order until the first that fails within :data:`MEMORY_LIMIT_BYTES`."""
+    config = config or {"heads": HEADS, "d_head": D_HEAD, "batch": BATCH}
     results: dict[str, dict] = {}
     for name in names:
         runs = []
         for seq_len in sweep_lengths(name, sizes):
             outcome = measure(
-                name,
-                seq_len,
-                warm=False,
-                compile=compile,
-                limit_bytes=MEMORY_LIMIT_BYTES,
-                timeout=SWEEP_TIMEOUT_S,
+                name, seq_len, config, warm=False, limit_bytes=MEMORY_LIMIT_BYTES, timeout=SWEEP_TIMEOUT_S
             )
             runs.append({"seq_len": seq_len, **outcome})
             if not outcome["ok"]:
@@ -840,79 +357,77 @@ def sweep(names: Sequence[str], sizes: Sequence[int], *, compile: bool = True) -
     return results
 
 
-# ----------------------------------------------------------------------------------------------
+def selected(only: str | None) -> list[str]:
+    """The rows whose name ``only`` (a regular expression, case-insensitive) finds, with the baseline always;
+    every row without ``only``.
 
-
-def _timed_cases(
-    seq_lens: Sequence[int],
-    rounds: int,
-    compile: bool,
-    memory: bool,
-    names: Sequence[str] = tuple(CANDIDATES),
-) -> tuple[list[dict], list[dict]]:
-    """Per length: the memory of each candidate (if asked), then the checked and timed case, and the
-    precision of the extra-channel variants."""
-    cases, precision = [], []
-    with torch.no_grad():
-        for seq_len in seq_lens:
-            peak = (
-                {
-                    name: measure(name, seq_len, compile=compile).get("peak_extra_mib")
-                    for name in names
-                    if name not in _not_run(seq_len, names)
-                }
-                if memory
-                else None
-            )
-            case, study = _case(seq_len, rounds, compile, peak, names)
-            cases.append(case)
-            precision.append(study)
-    return cases, precision
+    Raises:
+        ValueError: an expression that does not compile or finds no row.
+    """
+    names = list(rows())
+    if only is None:
+        return names
+    try:
+        pattern = re.compile(only, re.IGNORECASE)
+    except re.error as error:
+        raise ValueError(f"--only {only!r} is not a regular expression: {error}") from None
+    found = [name for name in names if pattern.search(name)]
+    if not found:
+        raise ValueError(f"--only {only!r} matches no row; rows: {', '.join(names)}")
+    return [UNBIASED, *(name for name in found if name != UNBIASED)]
 
 
 def run(
     seq_lens: Sequence[int] = SEQ_LENS,
     rounds: int = 9,
-    compile: bool = True,
     reuse_memory: bool = True,
     memory: bool = True,
     sweep_sizes: Sequence[int] = SWEEP,
     only: str | None = None,
+    heads: int = HEADS,
+    d_head: int = D_HEAD,
+    batch: int = BATCH,
 ) -> dict:
-    """Timings, errors and memory of every candidate (or those :func:`selected` by ``only``) at every
-    length, and the sweep; JSON-ready.
+    """Timings, errors and memory of every row (or those :func:`selected` by ``only``) at every length, the
+    folding study and the sweep; JSON-ready.
 
     Args:
-        seq_lens: sequence lengths s (b=1, h=8, d_head=64).
+        seq_lens: sequence lengths s.
         rounds: alternating rounds per length (after 1 warm-up round and the check).
-        compile: compiled flex_attention (as ``MultiHeadAttention``); False runs flex uncompiled.
-        reuse_memory: raise glibc's mmap and trim thresholds for the timings (see
-            :func:`posenc.bench.rope.steady_malloc`).
-        memory: measure each candidate's peak extra memory (a subprocess per candidate and length).
+        reuse_memory: raise glibc's mmap and trim thresholds for the timings
+            (:func:`posenc.bench.harness.steady_malloc`).
+        memory: measure each row's peak extra memory (a subprocess per row and length).
         sweep_sizes: lengths for the 16 GiB sweep (empty: no sweep).
+        heads, d_head, batch: the configuration (default 8 heads of 64, batch 1).
     """
     for seq_len in (*seq_lens, *sweep_sizes):
         if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
             raise ValueError(f"sequence lengths must be positive integers, got {seq_len!r}")
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
+    names = selected(only)
     malloc = (
         "glibc thresholds raised (freed blocks reused)" if reuse_memory and steady_malloc() else "default"
     )
+    sizes = {"heads": heads, "d_head": d_head, "batch": batch}
     started = time.perf_counter()
-    names = selected(only)
-    cases, precision = _timed_cases(seq_lens, rounds, compile, memory, names)
+    cases, study = [], []
+    for seq_len in seq_lens:
+        torch._dynamo.reset()
+        peak = (
+            {name: measure(name, seq_len, sizes).get("peak_extra_mib") for name in names} if memory else None
+        )
+        cases.append(_case(seq_len, rounds, names, peak, heads, d_head, batch))
+        study.append(alibi_folding.study(seq_len, heads, d_head, batch))
     timed_s = time.perf_counter() - started
-    sweep_results = sweep(names, sweep_sizes, compile=compile) if sweep_sizes else {}
+    table = rows()
     return {
         "config": {
-            "batch": BATCH,
-            "heads": HEADS,
-            "d_head": D_HEAD,
+            **sizes,
+            "d_model": heads * d_head,
             "dtype": "float32",
             "causal": True,
-            "grad": "torch.no_grad",
-            "t5_table_std": T5_TABLE_STD,
+            "modes": list(MODES),
         },
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
@@ -920,226 +435,16 @@ def run(
         "rounds": rounds,
         "malloc": malloc,
         "tolerance": TOLERANCE,
-        "row_tolerance": ROW_TOLERANCE,
+        "contextual_tolerance": CONTEXTUAL_TOLERANCE,
         "only": only,
-        "candidates": {name: what for name, (_, what) in CANDIDATES.items()},
+        "rows": {name: table[name].what for name in names},
         "cases": cases,
-        "extra_channel_precision": precision,
+        "extra_channel_precision": study,
         "timing_and_memory_seconds": timed_s,
         "sweep": {
             "limit_bytes": MEMORY_LIMIT_BYTES,
             "sizes": list(sweep_sizes),
             "timeout_s": SWEEP_TIMEOUT_S,
-            "results": sweep_results,
+            "results": sweep(names, sweep_sizes, sizes) if sweep_sizes else {},
         },
-    }
-
-
-# ----------------------------------------------------------------------------------------------
-# GPU: `posenc bench attention --device cuda`
-
-CUDA_SEQ_LENS: tuple[int, ...] = (1024, 2048, 4096, 8192, 16384, 32768)
-CUDA_BATCH, CUDA_HEADS, CUDA_D_HEAD = 1, 32, 128
-CUDA_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
-#: The length at which every candidate is checked against float64 before any timing.
-CHECK_LEN = 256
-#: Largest |candidate − float64 reference| accepted at :data:`CHECK_LEN`, per dtype.
-CUDA_TOLERANCE = {torch.bfloat16: 3e-2, torch.float16: 5e-3, torch.float32: 1e-4}
-FLEX_UNBIASED = "flex_attention, no bias (causal block mask)"
-FLEX_ALIBI = "flex_attention + ALiBi score_mod"
-FLEX_T5 = "flex_attention + T5 score_mod"
-#: name -> (which bias it computes, what it is).
-CUDA_CANDIDATES: dict[str, tuple[str, str]] = {
-    UNBIASED: ("none", "F.scaled_dot_product_attention(q, k, v, is_causal=True)"),
-    FLEX_UNBIASED: ("none", "compiled flex_attention with a causal block mask and no score_mod"),
-    FLEX_ALIBI: ("alibi", "the same with ALiBi.score_mod(): −m_h·(i − j) computed in the kernel"),
-    FLEX_T5: ("t5", "the same with T5RelativeBias.score_mod(): bucket of j − i, table lookup in the kernel"),
-    "SDPA + ALiBi bias (materialised)": (
-        "alibi",
-        "[h, s, s] bias from the encoding, cast to q's dtype, causal −inf, as SDPA's float attn_mask",
-    ),
-    "SDPA + T5 bias (materialised)": ("t5", "the same with T5RelativeBias"),
-}
-
-
-def _device_inputs(seq_len: int, heads: int, d_head: int, batch: int, dtype: torch.dtype, device) -> dict:
-    """:func:`_inputs` rounded to ``dtype`` (so the float64 reference sees the same values), and its
-    q, k, v, positions and encodings on ``device`` (under the same keys, with ``_cpu`` for the CPU ones)."""
-    cpu = _inputs(seq_len, heads, d_head, batch)
-    for name in ("q", "k", "v"):
-        cpu[name] = cpu[name].to(dtype).float()
-    on_device = {name: cpu[name].to(device=device, dtype=dtype) for name in ("q", "k", "v")}
-    on_device["positions"] = cpu["positions"].to(device)
-    for name in ("alibi", "t5"):
-        on_device[name] = copy.deepcopy(cpu[name]).to(device)
-    return {**on_device, "cpu": cpu}
-
-
-def cuda_candidates(inputs: dict, *, compile: bool = True) -> dict[str, Callable[[], torch.Tensor]]:
-    """name -> a call computing its attention on ``inputs`` (from :func:`_device_inputs`; under no_grad)."""
-    from posenc.attention import _causal_block_mask, _compiled_flex
-
-    q, k, v, positions = inputs["q"], inputs["k"], inputs["v"], inputs["positions"]
-    seq_len = q.shape[2]
-    block_mask = _causal_block_mask(seq_len, seq_len, q.device.type)
-
-    def flex(score_mod) -> Callable[[], torch.Tensor]:
-        if compile:
-            return lambda: _compiled_flex()(q, k, v, score_mod=score_mod, block_mask=block_mask)
-        from torch.nn.attention.flex_attention import flex_attention
-
-        def eager() -> torch.Tensor:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # "flex_attention called without torch.compile"
-                return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask)
-
-        return eager
-
-    def materialised(name: str) -> Callable[[], torch.Tensor]:
-        encoding = inputs[name]
-
-        def run() -> torch.Tensor:
-            bias = encoding.bias(positions, positions).to(q.dtype)  # [h, s, s]
-            causal = torch.ones(seq_len, seq_len, dtype=torch.bool, device=q.device).tril()
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.masked_fill(~causal, float("-inf")))
-
-        return run
-
-    return {
-        UNBIASED: lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-        FLEX_UNBIASED: flex(None),
-        FLEX_ALIBI: flex(inputs["alibi"].score_mod()),
-        FLEX_T5: flex(inputs["t5"].score_mod()),
-        "SDPA + ALiBi bias (materialised)": materialised("alibi"),
-        "SDPA + T5 bias (materialised)": materialised("t5"),
-    }
-
-
-def _device_case(
-    seq_len: int, config: dict, rounds: int, compile: bool, device, stopped: dict[str, int]
-) -> dict:
-    """One length: each candidate run once (compiling it) and measured, unless it ran out of memory at
-    this or a shorter length; then the rest timed in alternating rounds."""
-    if compile:
-        torch._dynamo.reset()  # each length compiles afresh; the recompile limit is never reached
-    inputs = _device_inputs(seq_len, device=device, **config)
-    runs = cuda_candidates(inputs, compile=compile)
-    not_run, memory = {}, {}
-    for name in list(runs):
-        if name in stopped:
-            not_run[name] = f"out of memory at s={stopped[name]}"
-            del runs[name]
-            continue
-        try:
-            runs[name]()  # compiles
-            memory[name] = peak_extra_mib(runs[name], device)
-        except torch.cuda.OutOfMemoryError as error:
-            stopped[name] = seq_len
-            not_run[name] = f"out of memory at s={seq_len}: {str(error).splitlines()[0][:120]}"
-            del runs[name]
-        if torch.device(device).type == "cuda":
-            torch.cuda.empty_cache()
-    try:
-        timings = time_on_device(runs, rounds=rounds, device=device, warmup=1) if runs else {}
-    except torch.cuda.OutOfMemoryError:  # the candidates together do not fit: time them one by one
-        timings = {}
-        for name, run in runs.items():
-            try:
-                timings.update(time_on_device({name: run}, rounds=rounds, device=device, warmup=1))
-            except torch.cuda.OutOfMemoryError as error:
-                stopped[name] = seq_len
-                not_run[name] = (
-                    f"out of memory at s={seq_len} while timed: {str(error).splitlines()[0][:120]}"
-                )
-            if torch.device(device).type == "cuda":
-                torch.cuda.empty_cache()
-    flex_floor = timings[FLEX_UNBIASED].median_ms if FLEX_UNBIASED in timings else None
-    sdpa_floor = timings[UNBIASED].median_ms if UNBIASED in timings else None
-    return {
-        "seq_len": seq_len,
-        "timings": [
-            {
-                **t.as_dict(),
-                "of_unbiased_flex": None if flex_floor is None else flex_floor / t.median_ms,
-                "of_sdpa": None if sdpa_floor is None else sdpa_floor / t.median_ms,
-                "peak_extra_mib": memory[t.name],
-            }
-            for t in timings.values()
-        ],
-        "not_run": not_run,
-    }
-
-
-def _check_on_device(config: dict, compile: bool, device, tolerance: float) -> dict[str, float]:
-    """Each candidate's max |error| against float64 at s = :data:`CHECK_LEN`; AssertionError beyond
-    ``tolerance`` (NaN included)."""
-    inputs = _device_inputs(CHECK_LEN, device=device, **config)
-    expected = {bias: reference(inputs["cpu"], bias) for bias in ("none", "alibi", "t5")}
-    errors = {}
-    for name, call in cuda_candidates(inputs, compile=compile).items():
-        error = float((call().double().cpu() - expected[CUDA_CANDIDATES[name][0]]).abs().max())
-        if not error <= tolerance:  # also catches NaN
-            raise AssertionError(
-                f"{name} disagrees with the float64 reference by {error:.3g} > {tolerance:g} (s={CHECK_LEN})"
-            )
-        errors[name] = error
-    return errors
-
-
-def run_cuda(
-    seq_lens: Sequence[int] = CUDA_SEQ_LENS,
-    rounds: int = 10,
-    compile: bool = True,
-    device: str = "cuda",
-    dtype: str = "bfloat16",
-    heads: int = CUDA_HEADS,
-    d_head: int = CUDA_D_HEAD,
-    batch: int = CUDA_BATCH,
-) -> dict:
-    """The GPU benchmark (see the module docstring); JSON-ready.
-
-    Args:
-        seq_lens: sequence lengths, in increasing order (a candidate out of memory at one is not
-            tried at the next).
-        rounds: alternating rounds per length (after 1 warm-up round).
-        compile: compiled flex_attention (False: torch's eager flex, which materialises the scores).
-        device: ``"cuda"``; ``"cpu"`` runs the same code with wall-clock timings, for tests.
-        dtype, heads, d_head, batch: the configuration (default bfloat16, 32 heads of 128, batch 1).
-
-    Raises:
-        RuntimeError: ``device`` is CUDA and no GPU is usable.
-        ValueError: bad lengths, rounds or dtype.
-    """
-    require_cuda(device)
-    for seq_len in seq_lens:
-        if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
-            raise ValueError(f"sequence lengths must be positive integers, got {seq_len!r}")
-    if rounds < 1:
-        raise ValueError(f"rounds must be at least 1, got {rounds}")
-    if dtype not in CUDA_DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(CUDA_DTYPES)}; got {dtype!r}")
-    torch_dtype = CUDA_DTYPES[dtype]
-    config = {"heads": heads, "d_head": d_head, "batch": batch, "dtype": torch_dtype}
-    tolerance = CUDA_TOLERANCE[torch_dtype]
-    with torch.no_grad():
-        errors = _check_on_device(config, compile, device, tolerance)
-        stopped: dict[str, int] = {}
-        cases = [_device_case(seq_len, config, rounds, compile, device, stopped) for seq_len in seq_lens]
-    return {
-        "config": {
-            "batch": batch,
-            "heads": heads,
-            "d_head": d_head,
-            "dtype": dtype,
-            "causal": True,
-            "grad": "torch.no_grad",
-            "compiled_flex": compile,
-        },
-        "device": torch.cuda.get_device_name(device) if torch.device(device).type == "cuda" else str(device),
-        "torch": torch.__version__,
-        "rounds": rounds,
-        "candidates": {name: what for name, (_, what) in CUDA_CANDIDATES.items()},
-        "check": {"seq_len": CHECK_LEN, "tolerance": tolerance, "max_abs_error_vs_float64": errors},
-        "cases": cases,
-        "out_of_memory_at": {name: stopped.get(name) for name in CUDA_CANDIDATES},
     }

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from posenc.bench import attention, rope
+from posenc.bench import attention, attention_cuda, rope
 from posenc.kernels.rope_triton import TRITON_INSTALLED
 
 
 @pytest.fixture(scope="session")
 def attention_result():
     return attention.run(
-        seq_lens=(64,), rounds=1, compile=False, reuse_memory=False, memory=False, sweep_sizes=()
+        seq_lens=(64,),
+        rounds=1,
+        reuse_memory=False,
+        memory=False,
+        sweep_sizes=(),
+        only="alibi",
+        heads=2,
+        d_head=16,
     )
 
 
@@ -19,8 +26,8 @@ def attention_result():
 def attention_gpu_result():
     """The GPU benchmark's code run on CPU, at two small lengths."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(attention, "CHECK_LEN", 64)
-        return attention.run_cuda(
+        patch.setattr(attention_cuda, "CHECK_LEN", 64)
+        return attention_cuda.run_cuda(
             seq_lens=(32, 64), device="cpu", dtype="float32", heads=2, d_head=16, rounds=1, compile=False
         )
 

@@ -28,7 +28,7 @@ RESULTS = {
 }
 ARGV = {
     "rope": ["--rounds", "1", "--no-compile"],
-    "attention": ["--seq-lens", "64", "--sweep", "none", "--no-memory", "--no-compile", "--rounds", "1"],
+    "attention": ["--seq-lens", "64", "--sweep", "none", "--no-memory", "--rounds", "1"],
     "decode": ["--lengths", "8", "--steps", "1", "--no-memory"],
 }
 

@@ -1,5 +1,6 @@
-"""``posenc bench attention``: causal attention with ALiBi, T5, Shaw, Transformer-XL and DeBERTa against
-unbiased SDPA, with memory and a 16 GiB sweep on CPU; ``--device cuda`` times flex_attention's biases on the GPU."""
+"""``posenc bench attention``: one attention layer per registered encoding on each backend (plugins
+included) and the declared extra rows, against unbiased SDPA, with memory and a 16 GiB sweep on CPU;
+``--device cuda`` times flex_attention's biases on the GPU."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ def configure(subparsers) -> None:
     """Add the ``bench attention`` parser."""
     parser = subparsers.add_parser(
         "attention",
-        help="causal attention with ALiBi, T5, Shaw, Transformer-XL and DeBERTa (and their naive "
-        "[b, h, i, j, d] forms) against unbiased SDPA",
+        help="one causal attention layer per registered encoding on each backend, and the declared "
+        "naive and materialised forms, against unbiased SDPA",
     )
     parser.add_argument(
         "--seq-lens",
@@ -28,7 +29,11 @@ def configure(subparsers) -> None:
         help="comma-separated sequence lengths (default 1024,2048,4096; with --device cuda 1024,2048,…,32768)",
     )
     add_rounds(parser, "9; 10 with --device cuda")
-    parser.add_argument("--no-compile", action="store_true", help="run flex_attention uncompiled")
+    parser.add_argument(
+        "--no-compile",
+        action="store_true",
+        help="cuda: run flex_attention uncompiled (on cpu it never compiles)",
+    )
     parser.add_argument(
         "--sweep",
         type=options.lengths,
@@ -44,7 +49,7 @@ def configure(subparsers) -> None:
         "--only",
         default=None,
         metavar="REGEX",
-        help="cpu: only the candidates whose name this regular expression finds (unbiased SDPA always runs)",
+        help="cpu: only the rows whose name this regular expression finds, case-insensitive (unbiased SDPA always runs)",
     )
     add_device(parser, "compiled flex_attention with the biases as score_mod")
     add_json(parser)
@@ -53,21 +58,23 @@ def configure(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """Time on the chosen device, write ``--json``, print the tables (the file first: a closed stdout
     ends the command with 141 but keeps what was measured)."""
-    from posenc.bench import attention
+    from posenc.bench import attention, attention_cuda
 
     if args.device == "cuda" and (args.sweep is not None or args.no_memory or args.only is not None):
         raise ValueError(
             "--sweep, --no-memory and --only apply to --device cpu (on cuda, memory is always measured)"
         )
+    if args.device == "cpu" and args.no_compile:
+        raise ValueError("--no-compile applies to --device cuda (on cpu, flex runs posenc's reference path)")
     if args.only is not None:
         attention.selected(args.only)  # a bad expression is refused before anything runs
     json_path = None if args.json is None else writable_file(args.json, "--json")
     rounds = ROUNDS[args.device] if args.rounds is None else args.rounds
     if args.device == "cuda":
         require_cuda()
-        seq_lens = attention.CUDA_SEQ_LENS if args.seq_lens is None else args.seq_lens
+        seq_lens = attention_cuda.CUDA_SEQ_LENS if args.seq_lens is None else args.seq_lens
         result = on_gpu(
-            lambda: attention.run_cuda(seq_lens=seq_lens, rounds=rounds, compile=not args.no_compile)
+            lambda: attention_cuda.run_cuda(seq_lens=seq_lens, rounds=rounds, compile=not args.no_compile)
         )
         write_json(result, json_path)
         _print_cuda(result)
@@ -75,7 +82,6 @@ def run(args: argparse.Namespace) -> int:
         result = attention.run(
             seq_lens=attention.SEQ_LENS if args.seq_lens is None else args.seq_lens,
             rounds=rounds,
-            compile=not args.no_compile,
             memory=not args.no_memory,
             sweep_sizes=attention.SWEEP if args.sweep is None else args.sweep,
             only=args.only,
@@ -89,34 +95,49 @@ def run(args: argparse.Namespace) -> int:
 
 
 def cpu_table(case: dict) -> Table:
-    """One length: each candidate's time, × unbiased SDPA, error against float64, peak extra memory."""
-    headers = ("median ms", "range ms", "× SDPA", "max |err| vs float64", "peak extra MiB")
+    """One length: each row's inference and training time, × unbiased SDPA, error against float64, memory."""
+    headers = (
+        "inference ms",
+        "× SDPA",
+        "fwd+bwd ms",
+        "× SDPA ",
+        "max |err| vs float64",
+        "peak extra MiB",
+    )
     rows = [
         [
             t["name"],
-            f"{t['median_ms']:.2f}",
-            f"{t['min_ms']:.2f}–{t['max_ms']:.2f}",
-            f"{t['vs_sdpa']:.2f}",
+            f"{t['inference']['median_ms']:.2f}",
+            f"{t['inference']['vs_sdpa']:.2f}",
+            f"{t['training']['median_ms']:.2f}",
+            f"{t['training']['vs_sdpa']:.2f}",
             f"{t['max_abs_error_vs_float64']:.2e}",
             "n/a" if t["peak_extra_mib"] is None else f"{t['peak_extra_mib']:.1f}",
         ]
         for t in case["timings"]
     ]
-    rows += [[name, f"n/a: {why}", "", "", "", ""] for name, why in case["not_timed"].items()]
+    rows += [[name, f"n/a: {why}", "", "", "", "", ""] for name, why in case["not_timed"].items()]
     return Table(
-        [Column("candidate"), *(Column(header, "right") for header in headers)],
+        [Column("row"), *(Column(header, "right") for header in headers)],
         rows,
-        title=f"s = {case['seq_len']}",
-        notes=[f"ALiBi windows per head at s={case['seq_len']}: {case['windows']}"],
+        title=f"s = {case['seq_len']} (medians)",
     )
 
 
 def extra_channel_table(precision: list[dict]) -> Table:
-    """ALiBi folded into q·k as an extra channel: max |err| per length and variant (not timed)."""
-    variants = [key for key in precision[0] if key != "seq_len"] if precision else []
+    """ALiBi folded into q·k as an extra channel: max |err| per length and variant (not timed), and
+    ALiBi's windows per head."""
+    variants = [key for key in precision[0] if key not in ("seq_len", "windows")] if precision else []
     return Table(
-        [Column("s", "right"), *(Column(variant, "right") for variant in variants)],
-        [[str(row["seq_len"]), *(f"{row[v]:.2e}" for v in variants)] for row in precision],
+        [
+            Column("s", "right"),
+            *(Column(variant, "right") for variant in variants),
+            Column("ALiBi windows per head"),
+        ],
+        [
+            [str(row["seq_len"]), *(f"{row[v]:.2e}" for v in variants), str(row["windows"])]
+            for row in precision
+        ],
         title="ALiBi folded into q·k as an extra channel: max |err| vs float64 (not timed)",
     )
 
@@ -136,7 +157,7 @@ def sweep_table(sweep: dict) -> Table:
             ]
         )
     return Table(
-        ["candidate", "longest s", "peak extra MiB there", "seconds there", "stopped by"],
+        ["row", "longest s", "peak extra MiB there", "seconds there", "stopped by"],
         rows,
         title=f"longest s completed within {sweep['limit_bytes'] / 2**30:g} GiB",
     )
@@ -146,8 +167,9 @@ def _print_cpu(result: dict) -> None:
     terminal = console()
     config = result["config"]
     terminal.print(
-        f"causal attention, b={config['batch']}, h={config['heads']}, d_head={config['d_head']}, float32, "
-        f"no_grad, {result['threads']} threads, median of {result['rounds']} alternating rounds, "
+        f"causal attention layer, b={config['batch']}, h={config['heads']}, d_head={config['d_head']}, float32, "
+        f"inference (no_grad) and forward + backward, {result['threads']} threads, "
+        f"median of {result['rounds']} alternating rounds, "
         f"malloc: {result['malloc']}",
         markup=False,
     )
