@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -18,10 +17,10 @@ from posenc._validation import (
 )
 from posenc.encodings.base import PositionalEncoding, RotarySpectrum, SeedRow, resolve_positions
 from posenc.encodings.rope_schemes import RotaryScheme, rotary_scheme
+from posenc.encodings.rope_xpos import xpos_reference
 from posenc.functional.angles import MAX_POSITION, reduced_angles_unchecked, split_frequencies
 from posenc.functional.rope import (
     LAYOUTS,
-    XPOS_GAMMA,
     apply_rope_qk,
     rope_cos_sin,
     rope_logit_scale,
@@ -422,40 +421,6 @@ class RotaryEncoding(PositionalEncoding):
                 "the encoding with longrope_switch='rerotate'"
             )
 
-    def _xpos_reference(
-        self, q_positions: torch.Tensor, k_positions: torch.Tensor, dtype: torch.dtype
-    ) -> torch.Tensor | None:
-        """The centre of each row's query positions, ``[1]`` or ``[b, 1]``; None without xPos.
-
-        Raises ValueError where a query below it, or a key above it, is too far for the scale to stay
-        within √max of ``dtype``.
-        """
-        if not self.xpos:
-            return None
-        low, high = q_positions.amin(dim=-1, keepdim=True), q_positions.amax(dim=-1, keepdim=True)
-        reference = (low + high) // 2  # [1] or [b, 1], an integer: offsets stay exact
-        # the smallest ζ_k is ζ_0 = γ/(1 + γ) (γ = 0.4), a host constant: no tensor read under compile
-        zeta_0 = XPOS_GAMMA / (1 + XPOS_GAMMA)
-        reach = 0.5 * math.log(torch.finfo(dtype).max) / -math.log(zeta_0)
-        allowed = int(reach * self.xpos_scale_base)  # the largest offset from the reference
-        if torch.compiler.is_compiling():  # reading a value would be a host sync
-            check_on_device(
-                torch.cat(((reference - q_positions).flatten(), (k_positions - reference).flatten()))
-                <= allowed,
-                f"xPos cannot scale a call's queries or keys more than {allowed} positions from the centre of "
-                f"its queries in {dtype}; rotate at most {2 * allowed} consecutive positions per call",
-            )
-            return reference
-        for name, offsets in (("query", reference - q_positions), ("key", k_positions - reference)):
-            if int(offsets.max()) > allowed:
-                raise ValueError(
-                    f"xPos cannot scale {name} positions {int(q_positions.min())} … "
-                    f"{int(k_positions.max() if name == 'key' else q_positions.max())} in {dtype}: "
-                    f"measured from their centre {int(reference.max())}, a scale would pass "
-                    f"√max of {dtype}; rotate at most {2 * allowed} consecutive positions per call"
-                )
-        return reference
-
     def rotate(
         self,
         q: torch.Tensor,
@@ -484,7 +449,9 @@ class RotaryEncoding(PositionalEncoding):
         k_positions = resolve_positions(k_positions, k, seq_dim=2, columns=columns)
         start = k_len - q_len if q_len <= k_len else 0  # default queries: the last q_len keys
         q_positions = resolve_positions(q_positions, q, seq_dim=2, columns=columns, start=start)
-        reference = self._xpos_reference(q_positions, k_positions, q.dtype)
+        reference = (
+            xpos_reference(q_positions, k_positions, q.dtype, self.xpos_scale_base) if self.xpos else None
+        )
         # one length for the whole call: queries and keys turn with the same frequencies
         seq_len = self._call_length(q_positions, k_positions) if self.scheme.follows_length else None
         if self.scheme.switches_factors and self.scheme.longrope_switch == "refuse":
