@@ -8,7 +8,7 @@ from posenc.report import build_report
 
 def test_report_includes_the_lab_table_and_figure(smoke_db, tmp_path, monkeypatch):
     # the encodings' own figures are checked by the report tests; here only the lab's section is built
-    monkeypatch.setattr(posenc.report, "_gallery", dict)
+    monkeypatch.setattr(posenc.report, "_gallery", lambda encodings=None: {})
     summary = build_report(tmp_path, lab_db=smoke_db, progress=False)
     assert summary["lab"] is True
     markdown = (tmp_path / "report.md").read_text()
