@@ -7,6 +7,7 @@ folder of its own (on PYTHONPATH for the commands run here), so the test environ
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -43,7 +44,7 @@ def installed(tmp_path_factory) -> dict:
     return env
 
 
-def test_an_installed_plugin_is_listed_verified_and_drawn(installed, tmp_path):
+def test_an_installed_plugin_is_listed_verified_drawn_and_benched(installed, tmp_path):
     listed = run([str(BIN / "posenc"), "list"], installed, tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert "distance_decay" in listed.stdout
@@ -55,6 +56,18 @@ def test_an_installed_plugin_is_listed_verified_and_drawn(installed, tmp_path):
     )
     assert drawn.returncode == 0, drawn.stderr
     assert list((tmp_path / "f").glob("distance_decay*.png"))
+    bench = ["bench", "attention", "--seq-lens", "64", "--rounds", "1", "--no-memory", "--sweep", "none"]
+    out = tmp_path / "bench.json"
+    benched = run(
+        [str(BIN / "posenc"), *bench, "--only", "distance_decay", "--json", str(out)], installed, tmp_path
+    )
+    assert benched.returncode == 0, benched.stderr
+    (case,) = json.loads(out.read_text())["cases"]
+    rows = {row["name"]: row for row in case["timings"]}
+    assert {"distance_decay on eager", "distance_decay on sdpa", "distance_decay on flex"} <= set(rows)
+    assert all(
+        rows[name]["max_abs_error_vs_float64"] <= 1e-5 for name in rows if name.startswith("distance_decay")
+    )
 
 
 def test_an_installed_plugin_trains_in_the_lab_under_torchrun_and_is_reported(installed, tmp_path):
