@@ -26,7 +26,7 @@ import posenc
 from posenc._memory import out_of_memory
 from posenc.analysis import PROPERTY_NAMES, Property, properties_by_name
 from posenc.document import Block, Heading, Image, Paragraph, inline_html, to_html, to_markdown
-from posenc.encodings import ENCODINGS, encoding_class
+from posenc.encodings import ENCODINGS, describe, encoding_class
 from posenc.table import Table
 
 #: Column titles of the verification table, one per property.
@@ -200,7 +200,7 @@ ENCODINGS_TEXT = (
 
 def _encoding_title(name: str) -> str:
     """``ALiBi — `alibi` ``: the encoding's label and its registered name, or the name alone."""
-    label = ENCODINGS[name].label if name in ENCODINGS else None
+    label = describe(name).label if name in ENCODINGS else None
     return f"{label} — `{name}`" if label and label != name else f"`{name}`"
 
 
@@ -225,7 +225,7 @@ def _encoding_summary(name: str) -> str:
         return "Figures that compare every registered encoding."
     cls = ENCODINGS[name]
     first = first_sentence(cls.__doc__)
-    formula = cls.parameter_formula or "not declared"
+    formula = describe(name).parameter_formula or "not declared"
     return f"{first} Kind: {cls.kind}; parameters: {formula}."
 
 

@@ -9,7 +9,7 @@ import torch
 from posenc.analysis import properties, specimen
 from posenc.analysis.counting import SAMPLE_SENTENCE, sentence_counts
 from posenc.analysis.verification import IDENTITY_TOLERANCE, relative
-from posenc.encodings import ENCODINGS, available
+from posenc.encodings import ENCODINGS, available, describe
 from posenc.encodings.cope import ContextualPositionEncoding
 
 
@@ -29,7 +29,7 @@ class NotDeclaredContextual(ContextualPositionEncoding):
 
 def _specimen(cls):
     torch.manual_seed(0)
-    return cls(**ContextualPositionEncoding.specimen_arguments()).eval()
+    return cls(**describe("cope").specimen_arguments(ContextualPositionEncoding)).eval()
 
 
 @pytest.mark.parametrize("name", [n for n in available() if ENCODINGS[n].contextual_positions])

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from posenc.encodings import PositionalEncoding
+from posenc.encodings import PositionalEncoding, describe
 from posenc.encodings.base import SPECIMEN_MODEL
 
 
@@ -75,7 +75,7 @@ def test_model_arguments_are_the_sizes_the_constructor_takes():
         "max_len": 16,
     }
     assert ScoreMod.model_arguments(d_model=32, n_heads=4, max_len=16, causal=False) == {"n_heads": 4}
-    assert Plain.specimen_arguments() == {
+    assert describe(Plain).specimen_arguments(Plain) == {
         "d_model": SPECIMEN_MODEL["d_model"],
         "max_len": SPECIMEN_MODEL["max_len"],
     }
@@ -118,7 +118,11 @@ class NeedsSize(PositionalEncoding):
 def test_the_model_sizes_are_declared_none_until_an_encoding_keeps_them():
     encoding = PositionalEncoding()
     assert (encoding.d_model, encoding.n_heads, encoding.d_head, encoding.max_len) == (None,) * 4
-    assert Plain(4).d_model == 4 and Plain(4).d_head is None and PositionalEncoding.parameter_formula is None
+    assert (
+        Plain(4).d_model == 4
+        and Plain(4).d_head is None
+        and describe(PositionalEncoding).parameter_formula is None
+    )
 
 
 def test_the_default_parameter_count_counts_the_instance_at_its_own_sizes():

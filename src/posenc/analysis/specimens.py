@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 
 import torch
 
-from posenc.encodings import PositionalEncoding, available, build, encoding_class
+from posenc.encodings import PositionalEncoding, available, build, describe, encoding_class
 
 
 def specimen_arguments(name: str) -> dict:
@@ -16,7 +16,7 @@ def specimen_arguments(name: str) -> dict:
     Raises:
         ValueError: an unknown name (lists the registered ones).
     """
-    return encoding_class(name).specimen_arguments()
+    return describe(name).specimen_arguments(encoding_class(name))
 
 
 def specimen(name: str, *, seed: int = 0) -> PositionalEncoding:

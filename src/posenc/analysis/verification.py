@@ -24,7 +24,7 @@ from posenc.analysis.property import Property, _at_most, _not_applicable, _worst
 from posenc.analysis.rotation import linear_map_residual, norm_change
 from posenc.analysis.shift import logit_shift_change, position_sensitivity, probe_widths
 from posenc.analysis.specimens import specimen
-from posenc.encodings import PositionalEncoding, available
+from posenc.encodings import PositionalEncoding, available, describe
 from posenc.encodings.base import trainable_parameters
 
 #: Relative error accepted where a claim is an identity (float64 arithmetic throughout).
@@ -448,14 +448,13 @@ def parameters(encoding: PositionalEncoding, length: int) -> Property:
     sizes = {"L": encoding.max_len or 0, "d": encoding.d_model or 0, "h": encoding.n_heads or 0}
     shown = ", ".join(f"{letter}={size}" for letter, size in sizes.items() if size) or "no sizes"
     counts = f"{counted:,} counted on this instance ({shown}); {_growth(encoding, sizes)}"
-    if encoding.parameter_formula is None:
+    declared = describe(encoding).parameter_formula
+    if declared is None:
         return _not_applicable("parameters", f"it declares no parameter_formula to check: {counts}")
     formula = encoding.count_parameters(*sizes.values())
     if formula is None:
-        return _not_applicable(
-            "parameters", f"{encoding.parameter_formula}: count_parameters cannot evaluate it; {counts}"
-        )
-    reason = f"{encoding.parameter_formula}: {counts}"
+        return _not_applicable("parameters", f"{declared}: count_parameters cannot evaluate it; {counts}")
+    reason = f"{declared}: {counts}"
     if counted != formula:
         reason += f"; differs from the formula, which gives {formula:,}"
     return Property("parameters", float(counted), "count = formula", counted == formula, reason)

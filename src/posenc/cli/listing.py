@@ -40,18 +40,18 @@ def summary(doc: str | None) -> str:
 
 def rows() -> list[dict]:
     """One dict per registered encoding: name, kind, where it acts, parameter formula, used by, summary."""
-    from posenc.encodings import ENCODINGS, available
+    from posenc.encodings import ENCODINGS, available, describe
 
     listed = []
     for name in available():
-        cls = ENCODINGS[name]
+        cls, description = ENCODINGS[name], describe(name)
         listed.append(
             {
                 "name": name,
                 "kind": cls.kind,
-                "where": cls.where_it_acts,
-                "parameters": cls.parameter_formula,
-                "used_by": cls.used_by,
+                "where": description.where_it_acts,
+                "parameters": description.parameter_formula,
+                "used_by": description.used_by,
                 "summary": summary(cls.__doc__),
             }
         )

@@ -6,14 +6,12 @@ hook below; the ones that do not apply are identities or return None, so attenti
 on the type of encoding. Where an encoding gives a bias only, the flex score_mod is derived from it;
 where it gives a score_mod only, the bias is derived from that.
 
-An encoding also says, in its own file, everything the rest of posenc needs to know about it: how
-to build it for a model of a given shape (``model_arguments``), the representative instance that
-analysis and figures show (``specimen_kwargs``), its row of seed 004's comparison table
-(``seed_row``), the lab tasks it does not apply to and why (``lab_not_applicable``), its figures
-(``figures``), its parameter count (``count_parameters``) and its cells of ``posenc list``
-(``where_it_acts``, ``used_by``). The defaults here serve an encoding that declares none of them:
-analysis, figures and the report read only the views it declares (``views``: ``codes``,
-``rotation_tables``, ``frequencies`` …) and skip, with a reason, what needs one it lacks.
+An encoding also says, in its own file, how to build it for a model of a given shape
+(``model_arguments``) and its parameter count (``count_parameters``). What posenc says about it (its
+label, seed 004's row, figures, specimen, lab applicability and cells of ``posenc list``) is a
+:class:`~posenc.encodings.description.Description` given to ``register``. Analysis, figures and the
+report read only the views it declares (``views``: ``codes``, ``rotation_tables``, ``frequencies`` …)
+and skip, with a reason, what needs one it lacks.
 
 Notation used for tensor shapes:
     b batch, s sequence, h heads, d width (d_head per head), i / j query / key positions.
@@ -27,7 +25,7 @@ positions, so one contract covers training, decoding and packing.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -35,12 +33,14 @@ import torch
 from torch import nn
 
 from posenc._validation import as_coordinates, as_positions, check_float_tensor, row_shapes, same_shape
+from posenc.encodings.description import NOT_DECLARED as NOT_DECLARED  # re-exported, as before
+from posenc.encodings.description import PLACES as PLACES
+from posenc.encodings.description import SPECIMEN_MODEL
+from posenc.encodings.description import SeedRow as SeedRow
 
 KINDS = ("additive", "rotary", "bias", "none")
 #: The sizes of a model an encoding may take from it, as constructor argument names.
 MODEL_SIZES = ("d_model", "n_heads", "d_head", "max_len")
-#: The model the specimen of an encoding is built for when it declares no ``specimen_kwargs``.
-SPECIMEN_MODEL = {"d_model": 64, "n_heads": 8, "max_len": 256, "causal": True}
 #: The views an encoding may give, by the name ``views`` declares each under (the method of that name;
 #: "frequencies" also ``frequency_pieces``, "bias" also ``score_mod``: a bias of positions alone).
 VIEWS = (
@@ -57,14 +57,6 @@ VIEWS = (
 )
 #: The methods whose definition in a class declares a view where the class declares no ``views``.
 _VIEW_METHODS = {"frequencies": ("frequency_pieces", "frequencies"), "bias": ("bias", "score_mod")}
-#: Where an encoding of each kind acts, for one that declares no ``where_it_acts``.
-PLACES = {
-    "additive": "added to the token embeddings",
-    "rotary": "rotates queries and keys",
-    "bias": "biases the attention scores",
-    "none": "nowhere",
-}
-NOT_DECLARED = "not declared"
 
 
 def trainable_parameters(module: nn.Module) -> int:
@@ -151,17 +143,6 @@ def _line(start: int | torch.Tensor, seq_len: int, device: torch.device) -> torc
 
 
 @dataclass(frozen=True)
-class SeedRow:
-    """An encoding's row of seed 004's comparison table (§7), verbatim: what the seed claims."""
-
-    order: int  # the row's place in the seed's table (1 = first)
-    method: str  # the "Method" cell
-    parameters: str  # the "Parameters" cell, e.g. "L × d"
-    length_generalization: str  # Poor | Moderate | Good | Excellent
-    relative_position: str  # No | Implicit | Explicit
-
-
-@dataclass(frozen=True)
 class RotarySpectrum:
     """What a rotation turns: its rotated channels r, the base of its unscaled θ_k = base^(−2k/r) and the
     layout pairing its channels (``"half"``: k with k + r/2; ``"interleaved"``: 2k with 2k + 1)."""
@@ -169,16 +150,6 @@ class RotarySpectrum:
     rotary_dim: int
     base: float
     layout: str
-
-
-class _ByKind:
-    """A class attribute whose value, for a class that declares none, is its ``kind``'s in ``values``."""
-
-    def __init__(self, values: Mapping[str, str]) -> None:
-        self.values = values
-
-    def __get__(self, instance: object, owner: type) -> str:
-        return self.values.get(owner.kind, NOT_DECLARED)
 
 
 def defined_views(cls: type[PositionalEncoding]) -> frozenset[str]:
@@ -203,19 +174,6 @@ class PositionalEncoding(nn.Module):
             them under these names (None: it keeps none, e.g. a rotation that turns any width).
             Analysis probes ``rotate`` with ``d_head``-wide heads, and ``embed`` with ``d_model``-wide
             tokens, where they are given.
-        parameter_formula: the number of learned parameters as a formula of L (``max_len``),
-            d (``d_model``) and h (``n_heads``), e.g. ``"L·d"``; None: not declared (the parameter
-            claim is then not applicable, and only the count is shown).
-        specimen_kwargs: constructor arguments of the instance analysis and figures show; None builds
-            it for a small model (d_model 64, 8 heads, 256 positions) through ``model_arguments``.
-        seed_row: the encoding's row of seed 004's table, or None.
-        lab_not_applicable: why the lab's 1-D tasks do not apply (None: they all do).
-        grid_not_applicable: why the lab's grid task (2-D image patches) does not apply (None: it does;
-            an encoding of one axis reads the patches' raster index).
-        figures: figure kind -> caption (None: the gallery's caption) of the figures drawn of it; None
-            draws the defaults of its kind that its ``views`` allow.
-        where_it_acts, used_by: its cells of ``posenc list`` (the README's table); undeclared: its kind's
-            place (:data:`PLACES`) and "not declared".
     """
 
     kind: str = "none"
@@ -223,15 +181,6 @@ class PositionalEncoding(nn.Module):
     n_heads: int | None = None
     d_head: int | None = None
     max_len: int | None = None
-    parameter_formula: ClassVar[str | None] = None
-    label: ClassVar[str | None] = None  # the name in figure titles (None: the registered name)
-    specimen_kwargs: ClassVar[dict | None] = None
-    seed_row: ClassVar[SeedRow | None] = None
-    lab_not_applicable: ClassVar[str | None] = None
-    grid_not_applicable: ClassVar[str | None] = None
-    figures: ClassVar[Mapping[str, str | None] | None] = None
-    where_it_acts: ClassVar[str] = _ByKind(PLACES)
-    used_by: ClassVar[str] = NOT_DECLARED
     #: Buffers derived from hyper-parameters and kept in float64: a dtype conversion of the module
     #: (``.to(torch.bfloat16)``) empties them instead of rounding them; they are rebuilt on demand.
     exact_buffers: tuple[str, ...] = ()
@@ -311,20 +260,6 @@ class PositionalEncoding(nn.Module):
             if not any(p.kind == p.VAR_KEYWORD for p in parameters) or klass is PositionalEncoding:
                 break
         return names
-
-    @classmethod
-    def specimen_arguments(cls) -> dict:
-        """Constructor arguments of the representative instance (``specimen_kwargs``, else a small model's)."""
-        if cls.specimen_kwargs is not None:
-            return dict(cls.specimen_kwargs)
-        return cls.model_arguments(**SPECIMEN_MODEL)
-
-    @classmethod
-    def lab_skip_reason(cls, task: str, axes: int = 1) -> str | None:
-        """Why the lab does not train this encoding on ``task``, whose positions have ``axes`` axes (1: lm,
-        copy, …; 2: the grid of image patches), or None when it does. Default: ``lab_not_applicable``
-        for a 1-D task, ``grid_not_applicable`` for a grid."""
-        return cls.lab_not_applicable if axes == 1 else cls.grid_not_applicable
 
     def for_grid(self, trained: tuple[int, ...], grid: tuple[int, ...]) -> PositionalEncoding:
         """The encoding a model trained on ``trained``-sized grids of patches uses on ``grid``-sized ones

@@ -21,7 +21,8 @@ from posenc._validation import (
     check_positive_int,
     pair_positions,
 )
-from posenc.encodings.base import PositionalEncoding, SeedRow
+from posenc.encodings.base import PositionalEncoding
+from posenc.encodings.description import Description, SeedRow
 from posenc.functional.alibi import alibi_bias, alibi_distance_bias, alibi_scores, alibi_slopes
 from posenc.functional.relative import swin_relative_index, swin_table_size, t5_relative_bucket
 from posenc.functional.resample import resize_relative_table
@@ -96,18 +97,7 @@ class ALiBi(BiasEncoding):
             power-of-two head counts).
     """
 
-    parameter_formula = "0"
-    label = "ALiBi"
-    where_it_acts = "adds −m_h·(i − j) to attention scores"
-    used_by = "BLOOM, MPT"
-    seed_row = SeedRow(5, "ALiBi", "h slopes", "Excellent", "Explicit")
     fixed_buffers = ("slopes",)
-    figures = {
-        "bias-heads": "−m_h·(i − j) on one colour scale: head 0 falls off fastest, the last head barely at all. "
-        "Keys after the query (above the diagonal) get a positive bias that the causal mask removes.",
-        "bias-distance": "Straight lines through 0 with slope −m_h per head: no learned parameters, and the "
-        "same penalty per step of distance at any length.",
-    }
 
     @classmethod
     def model_arguments(cls, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
@@ -148,6 +138,22 @@ class ALiBi(BiasEncoding):
         return f"n_heads={self.n_heads}, symmetric={self.symmetric}, bias_max={self.bias_max}"
 
 
+#: What posenc says about :class:`ALiBi` (``register`` takes it with the class).
+ALIBI_DESCRIPTION = Description(
+    label="ALiBi",
+    where_it_acts="adds −m_h·(i − j) to attention scores",
+    used_by="BLOOM, MPT",
+    parameter_formula="0",
+    seed_row=SeedRow(5, "ALiBi", "h slopes", "Excellent", "Explicit"),
+    figures={
+        "bias-heads": "−m_h·(i − j) on one colour scale: head 0 falls off fastest, the last head barely at all. "
+        "Keys after the query (above the diagonal) get a positive bias that the causal mask removes.",
+        "bias-distance": "Straight lines through 0 with slope −m_h per head: no learned parameters, and the "
+        "same penalty per step of distance at any length.",
+    },
+)
+
+
 class T5RelativeBias(BiasEncoding):
     """T5's learned relative bias (Raffel et al., 2020, https://arxiv.org/abs/1910.10683).
 
@@ -163,21 +169,6 @@ class T5RelativeBias(BiasEncoding):
         bidirectional: separate buckets for keys before and after the query (encoders); False for decoders.
         init_std: standard deviation of the table's normal initialisation.
     """
-
-    parameter_formula = "B·h (B = num_buckets, 32 by default; independent of L)"
-    specimen_kwargs = {"n_heads": 8}
-    label = "T5"
-    where_it_acts = "adds a learned bucketed relative bias to scores"
-    used_by = "T5"
-    seed_row = SeedRow(4, "Relative Bias", "O(L)", "Good", "Explicit")
-    figures = {
-        "buckets": "One bucket per distance up to half the buckets of a side, then logarithmically wider "
-        "buckets, and one shared bucket from max_distance on; causal buckets count only keys before the query.",
-        "table": "The learned values, here as initialised (random normal, small): training sets them; the "
-        "bucket map decides which pairs of positions share one.",
-        "bias-heads": "Bands parallel to the diagonal, narrow near it and ever wider away from it: pairs in one "
-        "bucket share a bias, so the bias depends only on the (bucketed) distance j − i.",
-    }
 
     @classmethod
     def model_arguments(cls, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
@@ -261,6 +252,25 @@ class T5RelativeBias(BiasEncoding):
         )
 
 
+#: What posenc says about :class:`T5RelativeBias` (``register`` takes it with the class).
+T5_DESCRIPTION = Description(
+    label="T5",
+    where_it_acts="adds a learned bucketed relative bias to scores",
+    used_by="T5",
+    parameter_formula="B·h (B = num_buckets, 32 by default; independent of L)",
+    seed_row=SeedRow(4, "Relative Bias", "O(L)", "Good", "Explicit"),
+    specimen_kwargs={"n_heads": 8},
+    figures={
+        "buckets": "One bucket per distance up to half the buckets of a side, then logarithmically wider "
+        "buckets, and one shared bucket from max_distance on; causal buckets count only keys before the query.",
+        "table": "The learned values, here as initialised (random normal, small): training sets them; the "
+        "bucket map decides which pairs of positions share one.",
+        "bias-heads": "Bands parallel to the diagonal, narrow near it and ever wider away from it: pairs in one "
+        "bucket share a bias, so the bias depends only on the (bucketed) distance j − i.",
+    },
+)
+
+
 class SwinRelativeBias(BiasEncoding):
     """Swin's 2-D relative position bias (Liu et al., 2021, https://arxiv.org/abs/2103.14030).
 
@@ -268,25 +278,7 @@ class SwinRelativeBias(BiasEncoding):
     Wh×Ww window; positions are the tokens' row-major indices 0 … Wh·Ww − 1 within the window.
     """
 
-    parameter_formula = "(2W−1)²·h (W = window, 7 by default; independent of L)"
-    label = "Swin"
-    where_it_acts = "adds a learned 2-D window bias to scores"
-    used_by = "Swin Transformer"
     position_axes = 2
-    lab_not_applicable = (
-        "Swin's bias is a 2-D window table over the Wh×Ww tokens of an image window (49 positions for 7×7); "
-        "it has no meaning for 1-D sequences and no value past the window"
-    )
-    grid_not_applicable = (
-        "Swin's table holds the offsets of one Wh×Ww window, and it reads tokens' indices within it; a grid "
-        "larger than the window needs windowed attention, and resolution transfer is Swin v2's (swin_v2)"
-    )
-    figures = {
-        "table-heads": "One learned value per (dy, dx) offset between two tokens of the window, here as "
-        "initialised (truncated normal, small); offset (0, 0) is the centre.",
-        "bias-heads": "Repeating blocks: tokens are numbered row by row, and a pair's bias depends only on its "
-        "row offset (which block) and column offset (where in the block).",
-    }
 
     def __init__(self, n_heads: int, *, window: int | tuple[int, int] = 7, init_std: float = 0.02) -> None:
         super().__init__(n_heads)
@@ -403,3 +395,22 @@ class SwinRelativeBias(BiasEncoding):
 
     def extra_repr(self) -> str:
         return f"n_heads={self.n_heads}, window={self.window}"
+
+
+#: What posenc says about :class:`SwinRelativeBias` (``register`` takes it with the class).
+SWIN_DESCRIPTION = Description(
+    label="Swin",
+    where_it_acts="adds a learned 2-D window bias to scores",
+    used_by="Swin Transformer",
+    parameter_formula="(2W−1)²·h (W = window, 7 by default; independent of L)",
+    figures={
+        "table-heads": "One learned value per (dy, dx) offset between two tokens of the window, here as "
+        "initialised (truncated normal, small); offset (0, 0) is the centre.",
+        "bias-heads": "Repeating blocks: tokens are numbered row by row, and a pair's bias depends only on its "
+        "row offset (which block) and column offset (where in the block).",
+    },
+    lab_not_applicable="Swin's bias is a 2-D window table over the Wh×Ww tokens of an image window (49 positions for 7×7); "
+    "it has no meaning for 1-D sequences and no value past the window",
+    grid_not_applicable="Swin's table holds the offsets of one Wh×Ww window, and it reads tokens' indices within it; a grid "
+    "larger than the window needs windowed attention, and resolution transfer is Swin v2's (swin_v2)",
+)

@@ -10,6 +10,7 @@ from torch import nn
 
 from posenc._validation import check_float_tensor, check_nonnegative_float, check_positive_int
 from posenc.encodings.base import PositionalEncoding
+from posenc.encodings.description import Description
 
 PAPER = (
     'Golovneva, Wang, Weston and Sukhbaatar, 2024, "Contextual Position Encoding: Learning to Count '
@@ -87,20 +88,7 @@ class ContextualPositionEncoding(PositionalEncoding):
     """
 
     kind = "bias"
-    parameter_formula = (
-        "npos_max·d_head (one table shared by the heads; npos_max a setting, L + 1 in a model)"
-    )
-    label = "CoPE"
-    where_it_acts = "reads q and k: q·e(p) at positions counted by gates σ(q·k)"
-    used_by = "CoPE"
     contextual_positions = True
-    specimen_kwargs = {"d_head": 8, "npos_max": 65, "init_std": 0.5}
-    figures = {
-        "counted-positions": None,
-        "logit-shift": "Every change is exactly 0: CoPE counts positions from q·k through its gates and the "
-        "causal mask, and never reads the positions it is given. This measures that the given positions are "
-        "unused, not that CoPE is blind to order: its count of gated keys is a contextual relative position.",
-    }
 
     @classmethod
     def model_arguments(cls, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
@@ -246,6 +234,22 @@ class ContextualPositionEncoding(PositionalEncoding):
 
     def extra_repr(self) -> str:
         return f"d_head={self.d_head}, npos_max={self.npos_max}"
+
+
+#: What posenc says about :class:`ContextualPositionEncoding` (``register`` takes it with the class).
+DESCRIPTION = Description(
+    label="CoPE",
+    where_it_acts="reads q and k: q·e(p) at positions counted by gates σ(q·k)",
+    used_by="CoPE",
+    parameter_formula="npos_max·d_head (one table shared by the heads; npos_max a setting, L + 1 in a model)",
+    specimen_kwargs={"d_head": 8, "npos_max": 65, "init_std": 0.5},
+    figures={
+        "counted-positions": None,
+        "logit-shift": "Every change is exactly 0: CoPE counts positions from q·k through its gates and the "
+        "causal mask, and never reads the positions it is given. This measures that the given positions are "
+        "unused, not that CoPE is blind to order: its count of gated keys is a contextual relative position.",
+    },
+)
 
 
 __all__ = ["ContextualPositionEncoding", "interpolate_position_logits"]

@@ -25,6 +25,7 @@ from posenc._validation import (
     pair_positions,
 )
 from posenc.encodings.base import PositionalEncoding, query_key_positions
+from posenc.encodings.description import Description
 
 #: The position terms DeBERTa adds to the content term q·k (transformers' ``pos_att_type``).
 TERMS = ("c2p", "p2c")
@@ -144,28 +145,9 @@ class DisentangledAttention(PositionalEncoding):
     """
 
     kind = "bias"
-    label = "DeBERTa"
-    where_it_acts = "reads q and k: content-to-position and position-to-content terms, log buckets"
-    used_by = "DeBERTa v1–v3"
-    parameter_formula = (
-        "2S·d + 2d (S = position_buckets, 256 by default; the LayerNorm's 2d with layer_norm), "
-        "+ d² + d per position term without share_att_key; independent of L"
-    )
     # The specimen owns its projections: analysis probes score_terms without an attention layer, and
     # would otherwise see the unprojected fallback of a shared key. No LayerNorm: its initial 1 and 0
     # are the same from every seed, and a specimen is drawn from its seed.
-    specimen_kwargs = {
-        "d_model": 64,
-        "n_heads": 8,
-        "position_buckets": 32,
-        "max_relative_positions": 128,
-        "share_att_key": False,
-        "layer_norm": False,
-    }
-    figures = {
-        "logit-shift": "Exactly 0 at every shift: both position terms read the relative embeddings at the "
-        "bucket of p_i − p_j only, so shifting every position leaves the logits as they are.",
-    }
 
     @classmethod
     def model_arguments(cls, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
@@ -327,6 +309,28 @@ class DisentangledAttention(PositionalEncoding):
             f"max_relative_positions={self.max_relative_positions}, share_att_key={self.share_att_key}, "
             f"terms={self.terms}, layer_norm={self.layer_norm}"
         )
+
+
+#: What posenc says about :class:`DisentangledAttention` (``register`` takes it with the class).
+DESCRIPTION = Description(
+    label="DeBERTa",
+    where_it_acts="reads q and k: content-to-position and position-to-content terms, log buckets",
+    used_by="DeBERTa v1–v3",
+    parameter_formula="2S·d + 2d (S = position_buckets, 256 by default; the LayerNorm's 2d with layer_norm), "
+    "+ d² + d per position term without share_att_key; independent of L",
+    specimen_kwargs={
+        "d_model": 64,
+        "n_heads": 8,
+        "position_buckets": 32,
+        "max_relative_positions": 128,
+        "share_att_key": False,
+        "layer_norm": False,
+    },
+    figures={
+        "logit-shift": "Exactly 0 at every shift: both position terms read the relative embeddings at the "
+        "bucket of p_i − p_j only, so shifting every position leaves the logits as they are.",
+    },
+)
 
 
 def _check_terms(terms: Iterable[str]) -> tuple[str, ...]:

@@ -26,6 +26,7 @@ from posenc._validation import (
     pair_positions,
 )
 from posenc.encodings.base import PositionalEncoding
+from posenc.encodings.description import Description
 
 #: The authors' defaults (the paper's reference implementation): c, the threshold L, the hidden width,
 #: and the constant added to the normaliser.
@@ -119,22 +120,8 @@ class FIRE(PositionalEncoding):
     """
 
     kind = "bias"
-    label = "FIRE"
-    where_it_acts = "adds a learned MLP of the progressively interpolated log distance"
-    used_by = "FIRE"
     #: The MLP 1 → H → h with biases, c and the threshold's multiplier.
-    parameter_formula = "H·(h + 2) + h + 2 (H = hidden, 32 by default; independent of L)"
     #: A threshold below the 48 positions of the heatmap, so the figures show the interpolation.
-    specimen_kwargs = {"n_heads": 8, "threshold": 16.0}
-    figures = {
-        "bias-heads": "An untrained MLP, per head. Up to the threshold (query 16 here) every row is the same "
-        "function of i − j, a band along the diagonal; past it each query divides the log distance by the "
-        "log of its own position, so the keys it sees span [0, 1] and the pattern stretches with the row.",
-        "bias-distance": "The bias the query at position 96 gives keys 0 … 96 back: f_θ of ψ(d)/ψ(96), a "
-        "curve over [0, 1] whatever the query's position, steep for near keys (the log spreads them out).",
-        "logit-shift": "Shifting every position changes the logits once queries pass the threshold: FIRE "
-        "depends on the query's position, not on i − j alone.",
-    }
 
     @classmethod
     def model_arguments(cls, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
@@ -196,6 +183,25 @@ class FIRE(PositionalEncoding):
     def extra_repr(self) -> str:
         sizes = f"n_heads={self.n_heads}, hidden={self.hidden}"
         return f"{sizes}, threshold={self.initial_threshold:g}, eps={self.eps:g}"
+
+
+#: What posenc says about :class:`FIRE` (``register`` takes it with the class).
+DESCRIPTION = Description(
+    label="FIRE",
+    where_it_acts="adds a learned MLP of the progressively interpolated log distance",
+    used_by="FIRE",
+    parameter_formula="H·(h + 2) + h + 2 (H = hidden, 32 by default; independent of L)",
+    specimen_kwargs={"n_heads": 8, "threshold": 16.0},
+    figures={
+        "bias-heads": "An untrained MLP, per head. Up to the threshold (query 16 here) every row is the same "
+        "function of i − j, a band along the diagonal; past it each query divides the log distance by the "
+        "log of its own position, so the keys it sees span [0, 1] and the pattern stretches with the row.",
+        "bias-distance": "The bias the query at position 96 gives keys 0 … 96 back: f_θ of ψ(d)/ψ(96), a "
+        "curve over [0, 1] whatever the query's position, steep for near keys (the log spreads them out).",
+        "logit-shift": "Shifting every position changes the logits once queries pass the threshold: FIRE "
+        "depends on the query's position, not on i − j alone.",
+    },
+)
 
 
 __all__ = ["FIRE", "fire_inputs", "relu_mlp_pieces"]

@@ -26,6 +26,7 @@ from posenc._validation import (
     pair_positions,
 )
 from posenc.encodings.bias import BiasEncoding
+from posenc.encodings.description import Description
 
 VARIANTS = ("log", "power")
 #: The authors' code projects r1 and r2 onto [0.01, ∞) before every use (r2 of the power variant onto
@@ -79,17 +80,6 @@ class Kerple(BiasEncoding):
             onto), not finite, an r2 above 2 for the power variant, a sequence of the wrong length.
         TypeError: a non-numeric r1 or r2.
     """
-
-    parameter_formula = "2·h (r1 and r2 per head; independent of L)"
-    label = "Kerple"
-    where_it_acts = "adds −r1·log(1 + r2·|i − j|) or −r1·|i − j|^r2, learned per head"
-    used_by = "KERPLE"
-    figures = {
-        "bias-heads": "−r1·log(1 + r2·|i − j|) per head at the authors' random initialisation: symmetric "
-        "about the diagonal, steep near it and ever flatter away from it (a logarithmic penalty).",
-        "bias-distance": "The log kernel per head: it falls fast over the first few distances and then only "
-        "logarithmically, so far keys keep a finite share of attention (unlike ALiBi's straight lines).",
-    }
 
     @classmethod
     def model_arguments(cls, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
@@ -198,6 +188,21 @@ class Kerple(BiasEncoding):
 
     def extra_repr(self) -> str:
         return f"n_heads={self.n_heads}, variant={self.variant!r}"
+
+
+#: What posenc says about :class:`Kerple` (``register`` takes it with the class).
+DESCRIPTION = Description(
+    label="Kerple",
+    where_it_acts="adds −r1·log(1 + r2·|i − j|) or −r1·|i − j|^r2, learned per head",
+    used_by="KERPLE",
+    parameter_formula="2·h (r1 and r2 per head; independent of L)",
+    figures={
+        "bias-heads": "−r1·log(1 + r2·|i − j|) per head at the authors' random initialisation: symmetric "
+        "about the diagonal, steep near it and ever flatter away from it (a logarithmic penalty).",
+        "bias-distance": "The log kernel per head: it falls fast over the first few distances and then only "
+        "logarithmically, so far keys keep a finite share of attention (unlike ALiBi's straight lines).",
+    },
+)
 
 
 __all__ = ["INIT_SCALES", "Kerple", "PROJECTION_FLOOR", "VARIANTS", "kerple_scores"]

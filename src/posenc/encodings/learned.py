@@ -7,7 +7,7 @@ from torch import nn
 
 from posenc._validation import check_choice, check_on_device, check_positive_float, check_positive_int
 from posenc.encodings.additive import AdditiveEncoding
-from posenc.encodings.base import SeedRow
+from posenc.encodings.description import Description, SeedRow
 from posenc.functional.resample import resample_table
 
 #: init name -> (std, truncated at ±2 std) as in each model's original code:
@@ -29,18 +29,6 @@ class LearnedEncoding(AdditiveEncoding):
         std: overrides the standard deviation of ``init``.
         mode: ``"add"`` or ``"concat"``.
     """
-
-    parameter_formula = "L·d"
-    label = "Learned"
-    where_it_acts = "added to (or concatenated with) the token embeddings"
-    used_by = "BERT, GPT-2"
-    seed_row = SeedRow(2, "Learned", "L × d", "Poor", "No")
-    figures = {
-        "matrix-rows": "An untrained table is noise: nothing ties one position's row to the next, and there "
-        "are no rows at all past position max_len − 1.",
-        "gram": "Only the diagonal stands out: untrained codes are nearly orthogonal, with none of the "
-        "sinusoidal Gram matrix's stripes; whatever relation between positions the table holds must be learned.",
-    }
 
     def __init__(
         self,
@@ -129,3 +117,19 @@ class LearnedEncoding(AdditiveEncoding):
 
     def extra_repr(self) -> str:
         return f"max_len={self.max_len}, {super().extra_repr()}, init={self.init!r}, std={self.std}"
+
+
+#: What posenc says about :class:`LearnedEncoding` (``register`` takes it with the class).
+DESCRIPTION = Description(
+    label="Learned",
+    where_it_acts="added to (or concatenated with) the token embeddings",
+    used_by="BERT, GPT-2",
+    parameter_formula="L·d",
+    seed_row=SeedRow(2, "Learned", "L × d", "Poor", "No"),
+    figures={
+        "matrix-rows": "An untrained table is noise: nothing ties one position's row to the next, and there "
+        "are no rows at all past position max_len − 1.",
+        "gram": "Only the diagonal stands out: untrained codes are nearly orthogonal, with none of the "
+        "sinusoidal Gram matrix's stripes; whatever relation between positions the table holds must be learned.",
+    },
+)

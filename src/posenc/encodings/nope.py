@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from posenc.encodings.base import PositionalEncoding
+from posenc.encodings.description import Description
 
 
 class NoPE(PositionalEncoding):
@@ -13,14 +14,19 @@ class NoPE(PositionalEncoding):
     """
 
     kind = "none"
-    parameter_formula = "0"
-    label = "NoPE"
-    where_it_acts = "nowhere: the control"
-    used_by = "—"
-    figures = {
-        "logit-shift": "Every change is exactly 0: NoPE never reads positions, so shifting them moves no logit. "
-        "Order can reach a NoPE model only through the causal mask.",
-    }
 
     def __init__(self) -> None:
         super().__init__()
+
+
+#: What posenc says about :class:`NoPE` (``register`` takes it with the class).
+DESCRIPTION = Description(
+    label="NoPE",
+    where_it_acts="nowhere: the control",
+    used_by="—",
+    parameter_formula="0",
+    figures={
+        "logit-shift": "Every change is exactly 0: NoPE never reads positions, so shifting them moves no logit. "
+        "Order can reach a NoPE model only through the causal mask.",
+    },
+)

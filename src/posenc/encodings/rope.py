@@ -15,7 +15,8 @@ from posenc._validation import (
     check_positive_float,
     check_positive_int,
 )
-from posenc.encodings.base import PositionalEncoding, RotarySpectrum, SeedRow, resolve_positions
+from posenc.encodings.base import PositionalEncoding, RotarySpectrum, resolve_positions
+from posenc.encodings.description import Description, SeedRow
 from posenc.encodings.rope_schemes import RotaryScheme, rotary_scheme
 from posenc.encodings.rope_xpos import xpos_reference
 from posenc.functional.angles import MAX_POSITION, reduced_angles_unchecked, split_frequencies
@@ -118,22 +119,7 @@ class RotaryEncoding(PositionalEncoding):
     """
 
     kind = "rotary"
-    parameter_formula = "0"
     exact_buffers = ("cos_cached", "sin_cached")
-    specimen_kwargs = {"d_head": 64}
-    label = "RoPE"
-    where_it_acts = "rotates queries and keys"
-    used_by = "LLaMA, GPT-NeoX, GPT-J, Phi-3"
-    seed_row = SeedRow(3, "RoPE", "0", "Good", "Explicit")
-    figures = {
-        "inv-freq-scalings": "Linear divides every frequency by the factor; NTK, dynamic NTK and LongRoPE "
-        "stretch the slow pairs most; YaRN and Llama 3 keep the fast pairs and divide only the slow ones "
-        "(lower panel).",
-        "rotation": "Each pair of the vector turns on a circle of fixed radius, by θ_k per position: pair 0 "
-        "by one radian, the slowest pair barely at all. Rotation keeps the norm.",
-        "flat-lines": "Flat lines: the rotated q·k depends only on the distance, and for unit pairs equals "
-        "Σ_k cos(d·θ_k) (dashed), the closed form of the sinusoidal codes' dot product.",
-    }
 
     def __init__(
         self,
@@ -475,3 +461,23 @@ class RotaryEncoding(PositionalEncoding):
             scaling += f", longrope_switch={self.longrope_switch!r}"
         xpos = f", xpos=True, xpos_scale_base={self.xpos_scale_base}" if self.xpos else ""
         return f"d_head={self.d_head}, rotary_dim={self.rotary_dim}, base={self.base}, layout={self.layout!r}{scaling}{xpos}"
+
+
+#: What posenc says about :class:`RotaryEncoding` (``register`` takes it with the class).
+DESCRIPTION = Description(
+    label="RoPE",
+    where_it_acts="rotates queries and keys",
+    used_by="LLaMA, GPT-NeoX, GPT-J, Phi-3",
+    parameter_formula="0",
+    seed_row=SeedRow(3, "RoPE", "0", "Good", "Explicit"),
+    specimen_kwargs={"d_head": 64},
+    figures={
+        "inv-freq-scalings": "Linear divides every frequency by the factor; NTK, dynamic NTK and LongRoPE "
+        "stretch the slow pairs most; YaRN and Llama 3 keep the fast pairs and divide only the slow ones "
+        "(lower panel).",
+        "rotation": "Each pair of the vector turns on a circle of fixed radius, by θ_k per position: pair 0 "
+        "by one radian, the slowest pair barely at all. Rotation keeps the norm.",
+        "flat-lines": "Flat lines: the rotated q·k depends only on the distance, and for unit pairs equals "
+        "Σ_k cos(d·θ_k) (dashed), the closed form of the sinusoidal codes' dot product.",
+    },
+)

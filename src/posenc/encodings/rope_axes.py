@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from posenc.encodings.description import Description
 from posenc.encodings.rope import RotaryEncoding
 
 #: Why the lab's sequence tasks do not train encodings of positions on several axes.
@@ -30,16 +31,21 @@ class AxialRotaryEncoding(RotaryEncoding):
     ``axes=(d_1, …, d_n)`` as Flux's ``axes_dim``. Positions ``[s, n]`` or ``[b, s, n]``.
     """
 
-    specimen_kwargs = {"d_head": 64, "base": 100.0}  # RoPE-ViT's axial base for 14×14 patch grids
-    label = "Axial RoPE"
-    where_it_acts = "rotates q and k, each coordinate axis its own channels"
-    used_by = "Flux, RoPE-ViT, EVA-02"
-    seed_row = None
-    lab_not_applicable = GRID_ONLY
-    figures = GRID_FIGURES
-
     def __init__(self, d_head: int, *, axes: int | Sequence[int] = 2, **kwargs) -> None:
         super().__init__(d_head, axes=axes, **kwargs)
+
+
+#: What posenc says about :class:`AxialRotaryEncoding` (``register`` takes it with the class).
+AXIAL_DESCRIPTION = Description(
+    label="Axial RoPE",
+    where_it_acts="rotates q and k, each coordinate axis its own channels",
+    used_by="Flux, RoPE-ViT, EVA-02",
+    parameter_formula="0",
+    seed_row=None,
+    specimen_kwargs={"d_head": 64, "base": 100.0},  # RoPE-ViT's axial base for 14×14 patch grids
+    figures=GRID_FIGURES,
+    lab_not_applicable=GRID_ONLY,
+)
 
 
 def qwen2_vl_sections(pairs: int) -> tuple[int, int, int]:
@@ -75,28 +81,31 @@ class MultimodalRotaryEncoding(RotaryEncoding):
     (Qwen3-VL), in Qwen3-VL's (:func:`qwen3_vl_sections`).
     """
 
-    specimen_kwargs = {"d_head": 128, "sections": (16, 24, 24), "base": 1000000.0}
-    label = "M-RoPE"
-    where_it_acts = "rotates q and k, one spectrum split into (t, h, w) sections"
-    used_by = "Qwen2-VL, Qwen2.5-VL, Qwen3-VL"
-    seed_row = None
-    lab_not_applicable = (
-        "on text alone M-RoPE is 1-D RoPE (every axis at the same position); its axes need images or video"
-    )
-    figures = {
-        "mrope-positions": "Text counts up on the diagonal; the image's patches keep t and spread over h and w "
-        "from where the text stopped; the text after it resumes one past the image's largest position.",
-        "patch-similarity": "Within one frame only the h and w sections turn: the similarity falls off along "
-        "rows and columns, with the time section's channels unchanged.",
-        "logit-shift": "Shifting every (t, h, w) position by the same vector leaves the logits unchanged.",
-    }
-
     def __init__(self, d_head: int, *, sections: Sequence[int] | None = None, **kwargs) -> None:
         if sections is None:
             pairs = (kwargs.get("rotary_dim") or d_head) // 2
             interleaved = kwargs.get("section_layout") == "interleaved"
             sections = qwen3_vl_sections(pairs) if interleaved else qwen2_vl_sections(pairs)
         super().__init__(d_head, sections=sections, **kwargs)
+
+
+#: What posenc says about :class:`MultimodalRotaryEncoding` (``register`` takes it with the class).
+MROPE_DESCRIPTION = Description(
+    label="M-RoPE",
+    where_it_acts="rotates q and k, one spectrum split into (t, h, w) sections",
+    used_by="Qwen2-VL, Qwen2.5-VL, Qwen3-VL",
+    parameter_formula="0",
+    seed_row=None,
+    specimen_kwargs={"d_head": 128, "sections": (16, 24, 24), "base": 1000000.0},
+    figures={
+        "mrope-positions": "Text counts up on the diagonal; the image's patches keep t and spread over h and w "
+        "from where the text stopped; the text after it resumes one past the image's largest position.",
+        "patch-similarity": "Within one frame only the h and w sections turn: the similarity falls off along "
+        "rows and columns, with the time section's channels unchanged.",
+        "logit-shift": "Shifting every (t, h, w) position by the same vector leaves the logits unchanged.",
+    },
+    lab_not_applicable="on text alone M-RoPE is 1-D RoPE (every axis at the same position); its axes need images or video",
+)
 
 
 class MixedRotaryEncoding(RotaryEncoding):
@@ -107,15 +116,6 @@ class MixedRotaryEncoding(RotaryEncoding):
     angles that carry the gradient to the frequencies.
     """
 
-    parameter_formula = "h·d/2·n (per head, a frequency per pair and axis; n = 2 axes)"
-    specimen_kwargs = {"d_head": 64, "n_heads": 8}
-    label = "RoPE-Mixed"
-    where_it_acts = "rotates q and k by learned per-head directions over the axes"
-    used_by = "RoPE-ViT (RoPE-Mixed)"
-    seed_row = None
-    lab_not_applicable = GRID_ONLY
-    figures = GRID_FIGURES
-
     @classmethod
     def model_arguments(cls, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
         """The head width and the heads (one set of frequencies per head)."""
@@ -123,3 +123,16 @@ class MixedRotaryEncoding(RotaryEncoding):
 
     def __init__(self, d_head: int, n_heads: int, *, axes: int = 2, **kwargs) -> None:
         super().__init__(d_head, axes=axes, mixed=True, n_heads=n_heads, **kwargs)
+
+
+#: What posenc says about :class:`MixedRotaryEncoding` (``register`` takes it with the class).
+ROPE_MIXED_DESCRIPTION = Description(
+    label="RoPE-Mixed",
+    where_it_acts="rotates q and k by learned per-head directions over the axes",
+    used_by="RoPE-ViT (RoPE-Mixed)",
+    parameter_formula="h·d/2·n (per head, a frequency per pair and axis; n = 2 axes)",
+    seed_row=None,
+    specimen_kwargs={"d_head": 64, "n_heads": 8},
+    figures=GRID_FIGURES,
+    lab_not_applicable=GRID_ONLY,
+)

@@ -28,6 +28,7 @@ from posenc._validation import (
     pair_positions,
 )
 from posenc.encodings.base import PositionalEncoding
+from posenc.encodings.description import Description
 from posenc.functional.angles import MAX_POSITION, reduced_angles, reduced_angles_unchecked, split_exact
 from posenc.functional.sinusoidal import sinusoidal_frequency_pieces
 
@@ -80,16 +81,6 @@ class Sandwich(PositionalEncoding):
     """
 
     kind = "bias"
-    parameter_formula = "0"
-    label = "Sandwich"
-    where_it_acts = "adds the dot product of two sinusoidal codes, per-head scaled"
-    used_by = "Sandwich"
-    figures = {
-        "bias-heads": "(p_i·p_j − d′/2)·H/(8h): 0 on the diagonal and negative off it, symmetric, one colour "
-        "scale; head 0 (the first) falls off most, the last head an eighth as much.",
-        "bias-distance": "Each head's bias is the same curve scaled: it falls steeply over the first distances "
-        "and then ever more slowly with small ripples (a sum of cosines), no parameters.",
-    }
 
     @classmethod
     def model_arguments(cls, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
@@ -226,6 +217,21 @@ class Sandwich(PositionalEncoding):
 
     def extra_repr(self) -> str:
         return f"n_heads={self.n_heads}, d_position={self.d_position}, base={self.base:g}"
+
+
+#: What posenc says about :class:`Sandwich` (``register`` takes it with the class).
+DESCRIPTION = Description(
+    label="Sandwich",
+    where_it_acts="adds the dot product of two sinusoidal codes, per-head scaled",
+    used_by="Sandwich",
+    parameter_formula="0",
+    figures={
+        "bias-heads": "(p_i·p_j − d′/2)·H/(8h): 0 on the diagonal and negative off it, symmetric, one colour "
+        "scale; head 0 (the first) falls off most, the last head an eighth as much.",
+        "bias-distance": "Each head's bias is the same curve scaled: it falls steeply over the first distances "
+        "and then ever more slowly with small ripples (a sum of cosines), no parameters.",
+    },
+)
 
 
 def _lookup(positions: torch.Tensor) -> Callable:

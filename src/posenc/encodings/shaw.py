@@ -47,6 +47,7 @@ from posenc._validation import (
     pair_positions,
 )
 from posenc.encodings.base import PositionalEncoding, query_key_positions
+from posenc.encodings.description import Description
 
 #: Shaw et al.'s clipped table, and BERT's two unclipped ones (transformers 4.x names).
 VARIANTS = ("shaw", "relative_key", "relative_key_query")
@@ -120,17 +121,6 @@ class ShawRelativePosition(PositionalEncoding):
     """
 
     kind = "bias"
-    label = "Shaw"
-    where_it_acts = "reads q: q·a^K of the clipped distance; optionally relative values"
-    used_by = "Shaw et al., BERT's relative_key"
-    parameter_formula = (
-        "(2k+1)·d/h, twice with values (k = max_distance, 16 by default; independent of L); "
-        "BERT's variants (2L−1)·d/h"
-    )
-    figures = {
-        "logit-shift": "Flat at zero: the term q_i·w_clip(j − i) reads only the distance j − i, so shifting "
-        "every position leaves the logits unchanged."
-    }
 
     @classmethod
     def model_arguments(cls, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
@@ -283,3 +273,17 @@ class ShawRelativePosition(PositionalEncoding):
     def extra_repr(self) -> str:
         size = f"max_distance={self.max_distance}" if self.variant == "shaw" else f"max_len={self.max_len}"
         return f"d_head={self.d_head}, variant={self.variant!r}, {size}, values={self.values}"
+
+
+#: What posenc says about :class:`ShawRelativePosition` (``register`` takes it with the class).
+DESCRIPTION = Description(
+    label="Shaw",
+    where_it_acts="reads q: q·a^K of the clipped distance; optionally relative values",
+    used_by="Shaw et al., BERT's relative_key",
+    parameter_formula="(2k+1)·d/h, twice with values (k = max_distance, 16 by default; independent of L); "
+    "BERT's variants (2L−1)·d/h",
+    figures={
+        "logit-shift": "Flat at zero: the term q_i·w_clip(j − i) reads only the distance j − i, so shifting "
+        "every position leaves the logits unchanged."
+    },
+)

@@ -6,7 +6,7 @@ import torch
 
 from posenc._validation import check_choice, check_even_positive_int, check_positive_float, check_positive_int
 from posenc.encodings.additive import AdditiveEncoding
-from posenc.encodings.base import SeedRow
+from posenc.encodings.description import Description, SeedRow
 from posenc.functional.angles import exact_cos_sin, reduced_angles, reduced_angles_unchecked
 from posenc.functional.sinusoidal import (
     AXIS_LAYOUTS,
@@ -41,24 +41,7 @@ class SinusoidalEncoding(AdditiveEncoding):
             ``cls_token=True``), e.g. with ``grid_positions(sizes, prefix_tokens=1)``.
     """
 
-    parameter_formula = "0"
     exact_buffers = ("table",)
-    label = "Sinusoidal"
-    where_it_acts = "added to (or concatenated with) the token embeddings"
-    used_by = "the original Transformer"
-    seed_row = SeedRow(1, "Sinusoidal", "0", "Moderate", "Implicit")
-    figures = {
-        "flat-lines": "One flat line per distance: the dot product of two codes is the same wherever the pair "
-        "sits, and equals the closed form Σ_k cos(d·ω_k) (dashed).",
-        "matrix-rows": "Each row is one position's code: the first dimensions oscillate fast down the rows, "
-        "later ones ever more slowly, until the last columns hold sin ≈ 0 and cos ≈ 1 for every position shown.",
-        "matrix-columns": "The same numbers as the matrix P of seed 000: each column is one position, each row "
-        "one dimension, with sin in the even rows and cos in the odd ones.",
-        "gram": "Stripes parallel to the diagonal: PE_i·PE_j depends only on i − j (a Toeplitz matrix), "
-        "largest (d/2) on the diagonal where i = j.",
-        "wavelengths": "A straight line on a log axis: the wavelengths grow geometrically from 2π positions "
-        "for the first pair to 2π·base^((d − 2)/d) for the last.",
-    }
 
     def __init__(
         self,
@@ -154,6 +137,28 @@ class SinusoidalEncoding(AdditiveEncoding):
         return f"{super().extra_repr()}, base={self.base}{axes}"
 
 
+#: What posenc says about :class:`SinusoidalEncoding` (``register`` takes it with the class).
+SINUSOIDAL_DESCRIPTION = Description(
+    label="Sinusoidal",
+    where_it_acts="added to (or concatenated with) the token embeddings",
+    used_by="the original Transformer",
+    parameter_formula="0",
+    seed_row=SeedRow(1, "Sinusoidal", "0", "Moderate", "Implicit"),
+    figures={
+        "flat-lines": "One flat line per distance: the dot product of two codes is the same wherever the pair "
+        "sits, and equals the closed form Σ_k cos(d·ω_k) (dashed).",
+        "matrix-rows": "Each row is one position's code: the first dimensions oscillate fast down the rows, "
+        "later ones ever more slowly, until the last columns hold sin ≈ 0 and cos ≈ 1 for every position shown.",
+        "matrix-columns": "The same numbers as the matrix P of seed 000: each column is one position, each row "
+        "one dimension, with sin in the even rows and cos in the odd ones.",
+        "gram": "Stripes parallel to the diagonal: PE_i·PE_j depends only on i − j (a Toeplitz matrix), "
+        "largest (d/2) on the diagonal where i = j.",
+        "wavelengths": "A straight line on a log axis: the wavelengths grow geometrically from 2π positions "
+        "for the first pair to 2π·base^((d − 2)/d) for the last.",
+    },
+)
+
+
 class SinusoidalGridEncoding(SinusoidalEncoding):
     """2-D sin-cos codes of image patches (MAE, He et al., 2022, https://arxiv.org/abs/2111.06377; diffusers).
 
@@ -162,19 +167,22 @@ class SinusoidalGridEncoding(SinusoidalEncoding):
     :func:`posenc.functional.grid_positions`; integer or fractional (diffusers' interpolation scale).
     """
 
-    specimen_kwargs = {"d_model": 64}
-    label = "2-D sin-cos (MAE)"
-    where_it_acts = "2-D sin-cos codes of image patches, added to their embeddings"
-    used_by = "MAE, DiT (diffusers)"
-    seed_row = None
-    lab_not_applicable = (
-        "its positions are coordinates on two axes (image patches); the lab's tasks are 1-D sequences"
-    )
-    figures = {
+    def __init__(self, d_model: int, *, axes: int = 2, layout: str = "mae", **kwargs) -> None:
+        super().__init__(d_model, axes=axes, layout=layout, **kwargs)
+
+
+#: What posenc says about :class:`SinusoidalGridEncoding` (``register`` takes it with the class).
+SINUSOIDAL_GRID_DESCRIPTION = Description(
+    label="2-D sin-cos (MAE)",
+    where_it_acts="2-D sin-cos codes of image patches, added to their embeddings",
+    used_by="MAE, DiT (diffusers)",
+    parameter_formula="0",
+    seed_row=None,
+    specimen_kwargs={"d_model": 64},
+    figures={
         "patch-similarity": "The cosine similarity of one patch's code to every patch's: highest at the patch, "
         "falling off along its row and its column (each half of the code sees one axis).",
         "logit-shift": "An absolute code: moving the grid moves the logits.",
-    }
-
-    def __init__(self, d_model: int, *, axes: int = 2, layout: str = "mae", **kwargs) -> None:
-        super().__init__(d_model, axes=axes, layout=layout, **kwargs)
+    },
+    lab_not_applicable="its positions are coordinates on two axes (image patches); the lab's tasks are 1-D sequences",
+)

@@ -9,6 +9,7 @@ from torch import nn
 
 from posenc._validation import as_coordinates, check_positive_int
 from posenc.encodings.base import PositionalEncoding
+from posenc.encodings.description import Description
 
 #: Swin v2 maps the offsets of its (pretraining) window to ±8 before taking logarithms.
 OFFSET_SCALE = 8.0
@@ -81,19 +82,7 @@ class ContinuousPositionBias(PositionalEncoding):
     """
 
     kind = "bias"
-    parameter_formula = "3·H + H·h (H = hidden, 512 by default; independent of L)"
-    label = "Swin v2"
-    where_it_acts = "adds 16·sigmoid(MLP(log-spaced 2-D offset)) to scores"
-    used_by = "Swin v2, timm's RelPosMlp"
     position_axes = 2
-    specimen_kwargs = {"n_heads": 8, "window": 8}
-    lab_not_applicable = (
-        "Swin v2's bias takes 2-D offsets between image tokens; the lab's 1-D tasks give one coordinate"
-    )
-    figures = {
-        "grid-bias-heads": "The bias of the centre token of the window to every token, per head: a smooth "
-        "function of the 2-D offset (16·sigmoid of an MLP, here untrained), defined for any offset.",
-    }
 
     @classmethod
     def model_arguments(cls, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
@@ -161,6 +150,21 @@ class ContinuousPositionBias(PositionalEncoding):
 
     def extra_repr(self) -> str:
         return f"n_heads={self.n_heads}, window={self.window}, hidden={self.hidden}"
+
+
+#: What posenc says about :class:`ContinuousPositionBias` (``register`` takes it with the class).
+DESCRIPTION = Description(
+    label="Swin v2",
+    where_it_acts="adds 16·sigmoid(MLP(log-spaced 2-D offset)) to scores",
+    used_by="Swin v2, timm's RelPosMlp",
+    parameter_formula="3·H + H·h (H = hidden, 512 by default; independent of L)",
+    specimen_kwargs={"n_heads": 8, "window": 8},
+    figures={
+        "grid-bias-heads": "The bias of the centre token of the window to every token, per head: a smooth "
+        "function of the 2-D offset (16·sigmoid of an MLP, here untrained), defined for any offset.",
+    },
+    lab_not_applicable="Swin v2's bias takes 2-D offsets between image tokens; the lab's 1-D tasks give one coordinate",
+)
 
 
 __all__ = ["ContinuousPositionBias", "log_spaced_offsets", "offset_index"]

@@ -46,6 +46,7 @@ from posenc._validation import (
     pair_positions,
 )
 from posenc.encodings.base import PositionalEncoding, query_key_positions
+from posenc.encodings.description import Description
 from posenc.functional.angles import reduced_angles_unchecked
 from posenc.functional.sinusoidal import sinusoidal_frequency_pieces, sinusoidal_table
 
@@ -102,14 +103,6 @@ class TransformerXLRelative(PositionalEncoding):
     """
 
     kind = "bias"
-    label = "Transformer-XL"
-    where_it_acts = "reads q and k: (q + v)·W R_{i−j} + u·k_j over a sinusoidal relative matrix"
-    used_by = "Transformer-XL"
-    parameter_formula = "d² + 2·d (W_{k,R}: d×d; u and v: h·d/h each; independent of L)"
-    figures = {
-        "logit-shift": "Flat at zero: the position terms read R_{i−j}, the code of the distance alone, and u·k_j "
-        "none, so shifting every position leaves the logits unchanged."
-    }
 
     def __init__(
         self, d_model: int, n_heads: int, *, base: float = 10000.0, init_std: float = INIT_STD
@@ -227,3 +220,16 @@ class TransformerXLRelative(PositionalEncoding):
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}, base={self.base}"
+
+
+#: What posenc says about :class:`TransformerXLRelative` (``register`` takes it with the class).
+DESCRIPTION = Description(
+    label="Transformer-XL",
+    where_it_acts="reads q and k: (q + v)·W R_{i−j} + u·k_j over a sinusoidal relative matrix",
+    used_by="Transformer-XL",
+    parameter_formula="d² + 2·d (W_{k,R}: d×d; u and v: h·d/h each; independent of L)",
+    figures={
+        "logit-shift": "Flat at zero: the position terms read R_{i−j}, the code of the distance alone, and u·k_j "
+        "none, so shifting every position leaves the logits unchanged."
+    },
+)

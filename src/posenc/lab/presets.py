@@ -13,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 
 from posenc._validation import check_int, check_positive_float
-from posenc.encodings import available, encoding_class
+from posenc.encodings import available, describe, encoding_class
 from posenc.lab.tasks import BITS_PER_BYTE, EXACT_MATCH, GRID_ACCURACY, task_named, task_names
 
 #: Version of the run config's layout; part of every hash, so a change never reuses old results.
@@ -298,7 +298,7 @@ def skip_reason(encoding: str, task: str) -> str | None:
     """Why the lab does not train ``encoding`` on ``task``, or None: the encoding's own answer for a task
     of that many position axes, else its refusal of the task's model (CoPE refuses a bidirectional one)."""
     cls, declared = encoding_class(encoding), task_named(task)
-    reason = cls.lab_skip_reason(task, declared.axes)
+    reason = describe(encoding).lab_skip_reason(declared.axes)
     if reason is not None:
         return reason
     try:

@@ -35,7 +35,7 @@ from posenc.analysis.counting import sentence_counts
 from posenc.analysis.grid import grid_bias, mrope_example, patch_similarity
 from posenc.analysis.precision import RECIPES, angle_error
 from posenc.analysis.spectrum import EXAMPLE_FACTOR, EXAMPLE_ORIGINAL_LENGTH
-from posenc.encodings import PositionalEncoding, available, encoding_class
+from posenc.encodings import PositionalEncoding, available, describe
 from posenc.plots.bias import bias_heads, bucket_map, bucket_table, distance_bias, offset_tables
 from posenc.plots.counting import counted_positions
 from posenc.plots.dot_product import flat_lines
@@ -309,7 +309,7 @@ DEFAULT_FIGURES: dict[str, tuple[str, ...]] = {
 
 def _encoding_figures(name: str) -> list[FigureSpec]:
     encoding = specimen(name)
-    label = encoding.label or name
+    label = describe(name).label or name
     specs = []
     for kind, caption in _chosen_figures(name, encoding).items():
         figure = KINDS[kind]
@@ -331,7 +331,7 @@ def _chosen_figures(name: str, encoding: PositionalEncoding) -> dict[str, str | 
     Raises:
         ValueError: a declared kind this module does not draw, or one needing a view the encoding lacks.
     """
-    declared = encoding.figures
+    declared = describe(name).figures
     if declared is None:
         defaults = DEFAULT_FIGURES.get(encoding.kind, ("logit-shift",))
         return {kind: None for kind in defaults if KINDS[kind].needs(encoding) is None}
@@ -352,7 +352,7 @@ def reference_rotary() -> str | None:
     its frequencies. The first by name alone was M-RoPE, whose three axes the figure does not show."""
 
     def order(name: str) -> tuple:
-        row = encoding_class(name).seed_row
+        row = describe(name).seed_row
         return (row is None, row.order if row else 0, specimen(name).position_axes != 1, name)
 
     rotary = [
@@ -380,7 +380,9 @@ def _comparison() -> list[FigureSpec]:
     if rotary is not None:
         encoding = specimen(rotary)
         sizes = f" ({_spectrum_sizes(encoding)})" if "rotary_spectrum" in encoding.views else ""
-        error_title = f"cos/sin error against position at {encoding.label or rotary}'s frequencies{sizes}"
+        error_title = (
+            f"cos/sin error against position at {describe(rotary).label or rotary}'s frequencies{sizes}"
+        )
 
         def errors() -> Figure:
             frequencies = encoding.frequencies()  # [r/2] float64

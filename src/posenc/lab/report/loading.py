@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from posenc.encodings import available, encoding_class
+from posenc.encodings import available, describe
 from posenc.lab.extension_report import is_extension_preset
 from posenc.lab.presets import OVERRIDE_PLACES, PRESETS, Overrides, run_config
 from posenc.lab.records import Records
@@ -141,7 +141,7 @@ class Configuration:
 
 
 def _encoding_order(name: str) -> tuple[int, str]:
-    row = encoding_class(name).seed_row if name in available() else None
+    row = describe(name).seed_row if name in available() else None
     return (row.order if row else 1 << 30, name)
 
 

@@ -18,7 +18,7 @@ import statistics
 from pathlib import Path
 
 from posenc.document import Block, Bullets, Heading, Paragraph, to_markdown
-from posenc.encodings import available, encoding_class
+from posenc.encodings import available, describe
 from posenc.lab.extension_report import extension_blocks
 from posenc.lab.intervals import format_interval, interval
 from posenc.lab.report.loading import Configuration, Recorded, Run, configurations, recorded
@@ -127,7 +127,7 @@ def proportion_cell(entries: list[dict | None], metric: str) -> str:
 def seed_claims(name: str) -> tuple[str, str | None, str | None, str | None]:
     """(method, parameters, length generalisation, relative position) as seed 004 §7 claims them for
     the encoding registered as ``name`` (its own ``seed_row``); the name and no claims otherwise."""
-    row = encoding_class(name).seed_row if name in available() else None
+    row = describe(name).seed_row if name in available() else None
     if row is None:
         return name, None, None, None
     return row.method, row.parameters, row.length_generalization, row.relative_position
