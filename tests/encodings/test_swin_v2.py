@@ -142,13 +142,17 @@ def test_a_windows_offsets_are_indexed_as_dy_then_dx_over_2w_minus_1():
     assert torch.equal(offsets[index], torch.stack((dy, dx), dim=-1))
 
 
-def test_fractional_or_far_apart_coordinates_take_the_offset_of_every_pair():
+def test_fractional_coordinates_take_one_row_per_distinct_offset_and_far_apart_ones_every_pair(monkeypatch):
     from posenc.encodings.swin_v2 import offset_index
 
     swin_v2 = posenc.build("swin_v2", n_heads=2, window=8, hidden=8).double()
-    half = grid_positions((3, 3)).double() * 0.5
+    half = grid_positions((3, 4)).double() * 0.5
+    offsets, index = offset_index(half, half)
+    assert offsets.shape == (5 * 7, 2)  # 0.5·(−2 … 2) by 0.5·(−3 … 3)
+    pairs = half.unsqueeze(-2) - half.unsqueeze(-3)
+    assert torch.equal(offsets[index], pairs)
     far = torch.tensor([[0, 0], [1000, 1000]])
+    assert offset_index(far, far) is None
     for at in (half, far):
-        assert offset_index(at, at) is None
         pairs = at.unsqueeze(-2) - at.unsqueeze(-3)
         torch.testing.assert_close(swin_v2.bias(at, at), swin_v2.offset_bias(pairs).movedim(-1, -3))

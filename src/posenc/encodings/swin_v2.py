@@ -29,34 +29,46 @@ def log_spaced_offsets(offsets: torch.Tensor, window: tuple[int, int]) -> torch.
 def offset_index(
     q_positions: torch.Tensor, k_positions: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """Every 2-D offset query − key of integer coordinates ``[(b,) i, 2]`` and ``[(b,) j, 2]`` as an
-    entry of one table, by arithmetic: ``(offsets [n, 2], index [(b,) i, j])`` with
-    ``offsets[index[…, p, q]]`` the offset of query p and key q.
+    """Every 2-D offset query − key of coordinates ``[(b,) i, 2]`` and ``[(b,) j, 2]`` as an entry of one
+    table: ``(offsets [n, 2], index [(b,) i, j])`` with ``offsets[index[…, p, q]]`` the offset of query p
+    and key q.
 
-    Each axis a spans lo_a = min q_a − max k_a … hi_a = max q_a − min k_a (n_a values); the table
-    holds the box of offsets row-major, so offset (dy, dx) sits at (dy − lo_y)·n_x + (dx − lo_x):
-    ``(q_y·n_x + q_x) − (k_y·n_x + k_x)`` less that of (lo_y, lo_x), a difference of one number per
-    query and one per key. For the tokens of a W×W window that is (dy + W − 1)·(2W − 1) + (dx + W − 1)
-    over (2W − 1)² offsets. None for fractional coordinates, or a box larger than the pairs (sparse
-    coordinates far apart), whose offsets are then taken pair by pair.
+    Integer coordinates, by arithmetic: each axis a spans lo_a = min q_a − max k_a … hi_a = max q_a −
+    min k_a (n_a values); the table holds that box of offsets row-major, so offset (dy, dx) sits at
+    (dy − lo_y)·n_x + (dx − lo_x): ``(q_y·n_x + q_x) − (k_y·n_x + k_x)`` less that of (lo_y, lo_x), a
+    difference of one number per query and one per key. For the tokens of a W×W window that is
+    (dy + W − 1)·(2W − 1) + (dx + W − 1) over (2W − 1)² offsets. Fractional coordinates: the distinct
+    offsets of each axis (a sort of one column, not of every pair's two) and their product. None where
+    the table would hold more entries than there are pairs (sparse coordinates far apart): the offsets
+    are then taken pair by pair.
     """
-    if q_positions.is_floating_point() or k_positions.is_floating_point():
-        if not (
-            torch.equal(q_positions, q_positions.round()) and torch.equal(k_positions, k_positions.round())
-        ):
-            return None
-    q_flat, k_flat = q_positions.reshape(-1, 2), k_positions.reshape(-1, 2)
-    low = q_flat.amin(dim=0) - k_flat.amax(dim=0)  # [2]: (lo_y, lo_x)
-    high = q_flat.amax(dim=0) - k_flat.amin(dim=0)
-    sizes = [int(n) for n in (high - low + 1).tolist()]  # (n_y, n_x)
     batch = max([1, *(p.shape[0] for p in (q_positions, k_positions) if p.dim() == 3)])
-    if sizes[0] * sizes[1] > batch * q_positions.shape[-2] * k_positions.shape[-2]:
-        return None
-    q_line = (q_positions[..., 0] * sizes[1] + q_positions[..., 1]).to(torch.int64)  # [(b,) i]
-    k_line = (k_positions[..., 0] * sizes[1] + k_positions[..., 1]).to(torch.int64)  # [(b,) j]
-    first = int(low[0]) * sizes[1] + int(low[1])
-    index = q_line.unsqueeze(-1) - k_line.unsqueeze(-2) - first  # [(b,) i, j]
-    axes = [torch.arange(n, dtype=low.dtype, device=low.device) + low[a] for a, n in enumerate(sizes)]
+    pairs = batch * q_positions.shape[-2] * k_positions.shape[-2]
+    integral = not (q_positions.is_floating_point() or k_positions.is_floating_point()) or (
+        torch.equal(q_positions, q_positions.round()) and torch.equal(k_positions, k_positions.round())
+    )
+    if not integral:
+        axes, places = [], []
+        for a in (0, 1):
+            along = q_positions[..., :, None, a] - k_positions[..., None, :, a]  # [(b,) i, j]
+            values, place = torch.unique(along, return_inverse=True)  # sorted distinct offsets of axis a
+            axes.append(values)
+            places.append(place)
+        if axes[0].numel() * axes[1].numel() > pairs:
+            return None
+        index = places[0] * axes[1].numel() + places[1]  # [(b,) i, j]
+    else:
+        q_flat, k_flat = q_positions.reshape(-1, 2), k_positions.reshape(-1, 2)
+        low = q_flat.amin(dim=0) - k_flat.amax(dim=0)  # [2]: (lo_y, lo_x)
+        high = q_flat.amax(dim=0) - k_flat.amin(dim=0)
+        sizes = [int(n) for n in (high - low + 1).tolist()]  # (n_y, n_x)
+        if sizes[0] * sizes[1] > pairs:
+            return None
+        q_line = (q_positions[..., 0] * sizes[1] + q_positions[..., 1]).to(torch.int64)  # [(b,) i]
+        k_line = (k_positions[..., 0] * sizes[1] + k_positions[..., 1]).to(torch.int64)  # [(b,) j]
+        first = int(low[0]) * sizes[1] + int(low[1])
+        index = q_line.unsqueeze(-1) - k_line.unsqueeze(-2) - first  # [(b,) i, j]
+        axes = [torch.arange(n, dtype=low.dtype, device=low.device) + low[a] for a, n in enumerate(sizes)]
     offsets = torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).reshape(-1, 2)  # [n_y·n_x, 2]
     return offsets, index
 
@@ -135,12 +147,12 @@ class ContinuousPositionBias(PositionalEncoding):
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
         """``[h, i, j]`` (or ``[b, h, i, j]``) for coordinates ``[i, 2]`` and ``[j, 2]`` (or batched).
 
-        The MLP runs once per offset of the box the offsets lie in, found by arithmetic: a window of
-        W×W tokens has (2W−1)² of them, not n² pairs (:func:`offset_index`); flex reads this bias
-        through the score_mod the base class derives from it."""
+        The MLP runs once per offset of the box the offsets lie in, found by arithmetic for integer
+        coordinates: a window of W×W tokens has (2W−1)² of them, not n² pairs (:func:`offset_index`);
+        flex reads this bias through the score_mod the base class derives from it."""
         q_positions, k_positions = self._checked(q_positions, k_positions)
         located = None if torch.compiler.is_compiling() else offset_index(q_positions, k_positions)
-        if located is None:  # a data-dependent table (compiling), or sparse or fractional coordinates
+        if located is None:  # a data-dependent table (compiling), or sparse coordinates far apart
             offsets = q_positions.unsqueeze(-2) - k_positions.unsqueeze(-3)  # [(b,) i, j, 2]: query − key
             return self.offset_bias(offsets).movedim(-1, -3)  # [(b,) h, i, j]
         offsets, index = located  # [n, 2], [(b,) i, j]
