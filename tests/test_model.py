@@ -151,7 +151,7 @@ def test_compiles_with_fullgraph_for_every_registered_encoding_forward_and_backw
     _compiled_equals_eager(name, "aot_eager")
 
 
-@pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_sandwich_on_flex_compiles_with_fullgraph(backend):
     # its score_mod sized a per-distance table from the positions, a data-dependent guard
     _compiled_equals_eager("sandwich", backend, attention="flex")
