@@ -144,3 +144,26 @@ def keys(value) -> set[str]:
 def test_the_bench_reports_measurements_not_verdicts_against_targets(result):
     assert not [key for key in keys(result) if "goal" in key or key == "met"]
     assert not [name for name in dir(attention) if name.startswith("GOAL")]
+
+
+def test_a_row_that_does_not_fit_in_memory_is_reported_not_run_and_the_others_are_measured(monkeypatch):
+    # one row at s=4096 needing 32 GiB used to end the whole run, every row measured before it lost
+    build = attention.build_rows
+
+    def with_one_too_large(selected, x, heads=attention.HEADS, d_head=attention.D_HEAD):
+        built = build(selected, x, heads, d_head)
+
+        def too_large(_):
+            raise RuntimeError(
+                "[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory"
+            )
+
+        built.calls["alibi on eager"] = too_large
+        return built
+
+    monkeypatch.setattr(attention, "build_rows", with_one_too_large)
+    (case,) = attention.run(
+        seq_lens=(32,), rounds=1, reuse_memory=False, memory=False, sweep_sizes=(), only="alibi", **TINY
+    )["cases"]
+    assert case["not_timed"]["alibi on eager"].startswith("not run: does not fit in memory at s=32")
+    assert {"alibi on sdpa", "alibi on flex"} <= {row["name"] for row in case["timings"]}

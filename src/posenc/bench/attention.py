@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from posenc._memory import out_of_memory
 from posenc.backends import ATTENTION
 from posenc.bench import alibi_folding, peers  # noqa: F401  (peers declares posenc's extras)
 from posenc.bench import memory as memory_harness
@@ -280,11 +281,20 @@ def _case(
         try:
             with torch.no_grad():
                 got = built.calls[name](x)
+                oracle = built.oracle_of[name]()
         except ValueError as error:  # the encoding refuses these positions (a window smaller than s)
             built.not_run[name] = f"not run: {str(error).splitlines()[0]}"
             del built.calls[name]
             continue
-        errors[name] = check(name, got, built.oracle_of[name](), seq_len, built.tolerance[name])
+        except (MemoryError, RuntimeError) as error:  # a row too large here: the others are still measured
+            if not out_of_memory(error):
+                raise
+            built.not_run[name] = (
+                f"not run: does not fit in memory at s={seq_len} ({str(error).splitlines()[0]})"
+            )
+            del built.calls[name]
+            continue
+        errors[name] = check(name, got, oracle, seq_len, built.tolerance[name])
     timings = time_alternating(_timed_calls(built, x, grad), rounds=rounds, warmup=1)
     floor = {mode: timings[f"{UNBIASED}\0{mode}"].median_ms for mode in MODES}
     return {
