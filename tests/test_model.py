@@ -310,3 +310,10 @@ def test_positions_on_the_meta_device_are_refused_by_name(name):
     model = TransformerLM(16, d_model=16, n_layers=1, n_heads=2, encoding=name, max_len=16)
     with pytest.raises(ValueError, match="positions are on the meta device"):
         model(torch.zeros(1, 4, dtype=torch.long), positions=torch.arange(4, device="meta"))
+
+
+def test_lab_losses_of_a_float64_model_stay_float64_and_half_types_are_upcast():
+    from posenc._validation import at_least_float32
+
+    assert at_least_float32(torch.zeros(2, dtype=torch.float64)).dtype == torch.float64
+    assert at_least_float32(torch.zeros(2, dtype=torch.bfloat16)).dtype == torch.float32

@@ -272,3 +272,8 @@ def pair_positions(q_positions: torch.Tensor, k_positions: torch.Tensor) -> tupl
         )
     check_distance_range(q_positions, k_positions)
     return q_positions, k_positions
+
+
+def at_least_float32(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in float32 when it is a half type, as it is otherwise (a float64 model's numbers stay float64)."""
+    return x.to(torch.promote_types(x.dtype, torch.float32))

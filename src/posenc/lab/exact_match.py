@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from posenc._validation import check_positive_int
+from posenc._validation import at_least_float32, check_positive_int
 from posenc.lab.evaluate import TEST_SEED, cannot_run, position_limit
 from posenc.lab.tasks import EXACT_MATCH, Batch, Task
 
@@ -89,7 +89,7 @@ class ExactMatchTask(Task):
             count = min(batch_size, examples - first)
             batch = examples_batch(self.examples(torch.full((count,), n), generator), self.pad)
             with torch.no_grad():
-                logits = model(batch.inputs.to(device)).float().cpu()  # [b, s, vocab]
+                logits = at_least_float32(model(batch.inputs.to(device))).cpu()  # [b, s, vocab]
             right = logits.argmax(-1) == batch.targets  # [b, s]
             exact += int((right | ~batch.mask).all(dim=1).sum())
             answer_right = right[batch.mask].view(count, -1)  # [b, answer tokens]: every example is n long

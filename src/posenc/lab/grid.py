@@ -22,7 +22,7 @@ import copy
 import torch
 import torch.nn.functional as F
 
-from posenc._validation import check_positive_int
+from posenc._validation import at_least_float32, check_positive_int
 from posenc.encodings import PositionalEncoding
 from posenc.functional.coordinates import grid_positions
 from posenc.lab.evaluate import TEST_SEED, cannot_run, position_limit
@@ -97,7 +97,8 @@ def grid_accuracy(model, side: int, examples: int, seed: int, batch_size: int = 
         count = min(batch_size, examples - first)
         symbols, answers = make_grids(count, side, generator)
         with torch.no_grad():
-            logits = model(symbols.to(device), positions.to(device)).float().cpu()[:, mask]  # [b, n, 100]
+            logits = at_least_float32(model(symbols.to(device), positions.to(device))).cpu()  # [b, s, 100]
+            logits = logits[:, mask]  # [b, n, 100]
         right = logits.argmax(-1) == answers[:, mask]  # [b, n]
         exact += int(right.all(dim=1).sum())
         correct += int(right.sum())

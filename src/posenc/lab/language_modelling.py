@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
+from posenc._validation import at_least_float32
 from posenc.lab.corpus import Corpus, build_corpus
 from posenc.lab.evaluate import EVAL_TOKENS, cannot_run, position_limit
 from posenc.lab.tasks import BITS_PER_BYTE, Batch, Task, register_task
@@ -40,7 +41,9 @@ def windows_batch(windows: torch.Tensor) -> Batch:
 def _nll(model: TransformerLM, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     device = next(model.parameters()).device
     logits = model(inputs.to(device))  # [b, s, vocab]
-    nll = F.cross_entropy(logits.flatten(0, 1).float(), targets.to(device).flatten(), reduction="none")
+    nll = F.cross_entropy(
+        at_least_float32(logits.flatten(0, 1)), targets.to(device).flatten(), reduction="none"
+    )
     return nll.view(targets.shape).double().cpu()  # [b, s] nats
 
 

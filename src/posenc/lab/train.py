@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from posenc._validation import at_least_float32
 from posenc.functional.randomized import randomized_positions
 from posenc.lab.distributed import Context
 from posenc.lab.presets import RunConfig
@@ -189,7 +190,9 @@ def train(
         )
         step_positions = _randomized(batch, config)[rows].to(context.device) if randomized else positions
         logits = wrapped(inputs, step_positions)  # [b, s, vocab]
-        nll = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), reduction="none")  # [b·s]
+        nll = F.cross_entropy(
+            at_least_float32(logits.flatten(0, 1)), targets.flatten(), reduction="none"
+        )  # [b·s]
         loss_sum = (nll * mask.flatten()).sum()
         (loss_sum * (context.world_size if context.ddp else 1) / total).backward()
         nn.utils.clip_grad_norm_(model.parameters(), config.train.grad_clip)
