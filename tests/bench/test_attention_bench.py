@@ -167,3 +167,61 @@ def test_a_row_that_does_not_fit_in_memory_is_reported_not_run_and_the_others_ar
     )["cases"]
     assert case["not_timed"]["alibi on eager"].startswith("not run: does not fit in memory at s=32")
     assert {"alibi on sdpa", "alibi on flex"} <= {row["name"] for row in case["timings"]}
+
+
+class _BackwardOutOfMemory(torch.autograd.Function):
+    """The identity, whose backward fails to allocate as a 32 GiB gradient would."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory")
+
+
+def _planting(monkeypatch, name, wrap):
+    build = attention.build_rows
+
+    def planted(selected, x, heads=attention.HEADS, d_head=attention.D_HEAD):
+        built = build(selected, x, heads, d_head)
+        built.calls[name] = wrap(built.calls[name])
+        return built
+
+    monkeypatch.setattr(attention, "build_rows", planted)
+
+
+def test_a_row_whose_backward_does_not_fit_in_memory_is_reported_not_run_and_the_others_are_measured(
+    monkeypatch,
+):
+    # the check runs the forward only: an allocation failing in the timed backward ended the whole run
+    _planting(monkeypatch, "alibi on eager", lambda call: lambda x: _BackwardOutOfMemory.apply(call(x)))
+    (case,) = attention.run(
+        seq_lens=(32,), rounds=1, reuse_memory=False, memory=False, sweep_sizes=(), only="alibi", **TINY
+    )["cases"]
+    assert case["not_timed"]["alibi on eager"].startswith(
+        "not run: does not fit in memory at s=32 (training:"
+    )
+    assert {"alibi on sdpa", "alibi on flex"} <= {row["name"] for row in case["timings"]}
+    assert "alibi on eager" not in {row["name"] for row in case["timings"]}
+
+
+def test_a_row_failing_to_allocate_only_in_the_timed_rounds_is_reported_not_run(monkeypatch):
+    def fails_from_the_fourth_call(call):
+        calls = []
+
+        def run(x):
+            calls.append(None)
+            if len(calls) > 3:  # the check, the training probe, the warm-up pass: then the timed rounds
+                raise MemoryError("planted")
+            return call(x)
+
+        return run
+
+    _planting(monkeypatch, "alibi on eager", fails_from_the_fourth_call)
+    (case,) = attention.run(
+        seq_lens=(32,), rounds=2, reuse_memory=False, memory=False, sweep_sizes=(), only="alibi", **TINY
+    )["cases"]
+    assert case["not_timed"]["alibi on eager"].startswith("not run: does not fit in memory at s=32")
+    assert "alibi on eager" not in {row["name"] for row in case["timings"]}

@@ -12,8 +12,9 @@ Configuration: b=1, h=8, d_head=64 (d_model 512), causal, float32, x ``[b, s, d_
 length every row's output is first checked against one float64 oracle (:func:`posenc.bench.oracle.layer_oracle`:
 the encoding's own hooks, the softmax query by query, from the layer's weights), to :data:`TOLERANCE`
 (:data:`CONTEXTUAL_TOLERANCE` for an encoding that counts positions from the content); a row whose encoding
-refuses the positions (a window smaller than s) is reported as not run, with its reason. Then the rows are
-timed in alternating rounds in one process, inference (``torch.no_grad``) and forward + backward (the
+refuses the positions (a window smaller than s) is reported as not run, with its reason, and so is a row
+whose forward or forward + backward fails to allocate (in the check, a training pass run once before the
+timings, or any timed round). Then the rows are timed in alternating rounds in one process, inference (``torch.no_grad``) and forward + backward (the
 gradients of x and of every parameter), as ratios to the unbiased baseline: the same projections around
 ``F.scaled_dot_product_attention(q, k, v, is_causal=True)``.
 
@@ -270,6 +271,39 @@ def _timed_calls(built: Built, x: torch.Tensor, grad: torch.Tensor) -> dict[str,
     return runs
 
 
+def _guarded(runs: dict[str, Callable[[], object]]) -> tuple[dict[str, Callable[[], object]], dict[str, str]]:
+    """The calls, each stopping (and doing nothing from then on) at an allocation that fails: row name ->
+    the first line of the error in ``failed``. Any other error propagates."""
+    failed: dict[str, str] = {}
+
+    def guard(key: str, run: Callable[[], object]) -> Callable[[], object]:
+        name, mode = key.split("\0")
+
+        def guarded() -> None:
+            if name in failed:
+                return
+            try:
+                run()
+            except (MemoryError, RuntimeError) as error:
+                if not out_of_memory(error):
+                    raise
+                failed[name] = f"{mode}: {str(error).splitlines()[0]}"
+
+        return guarded
+
+    return {key: guard(key, run) for key, run in runs.items()}, failed
+
+
+def _drop_failed(built: Built, failed: dict[str, str], seq_len: int, runs: dict) -> None:
+    """Rows whose call failed to allocate leave the timings (both modes) for ``not_run``, with the reason."""
+    for name, reason in failed.items():
+        if name in built.calls:
+            built.not_run[name] = f"not run: does not fit in memory at s={seq_len} ({reason})"
+            del built.calls[name]
+            for mode in MODES:
+                runs.pop(f"{name}\0{mode}", None)
+
+
 def _case(
     seq_len: int, rounds: int, names: Sequence[str], peak: dict | None, heads: int, d_head: int, batch: int
 ) -> dict:
@@ -295,7 +329,12 @@ def _case(
             del built.calls[name]
             continue
         errors[name] = check(name, got, oracle, seq_len, built.tolerance[name])
-    timings = time_alternating(_timed_calls(built, x, grad), rounds=rounds, warmup=1)
+    runs, failed = _guarded(_timed_calls(built, x, grad))
+    for name in list(built.calls):  # forward + backward once: a backward too large is a row not run too
+        runs[f"{name}\0training"]()
+        _drop_failed(built, failed, seq_len, runs)
+    timings = time_alternating(runs, rounds=rounds, warmup=1)
+    _drop_failed(built, failed, seq_len, runs)  # an allocation that failed only in the timed rounds
     floor = {mode: timings[f"{UNBIASED}\0{mode}"].median_ms for mode in MODES}
     return {
         "seq_len": seq_len,
