@@ -547,5 +547,20 @@ class PositionalEncoding(nn.Module):
         scores), added to weights·V: Shaw et al.'s relative values; None here."""
         return None
 
+    def query_block_terms(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        q_positions: torch.Tensor,
+        k_positions: torch.Tensor,
+        *,
+        project: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None,
+    ):
+        """What ``bias`` + ``score_terms`` add to the scores, as a function of one block of queries
+        (:class:`posenc.kernels.query_blocked.BlockTerms`), so that attention never holds them for every
+        pair at once; None (the default) where the encoding gives no such form: attention then reads
+        ``bias`` and ``score_terms`` whole."""
+        return None
+
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         return self.embed(x, positions)
