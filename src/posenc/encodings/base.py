@@ -214,6 +214,15 @@ class PositionalEncoding(nn.Module):
         return self.kind in ("rotary", "bias", "none")
 
     @property
+    def accepts_query_temperature(self) -> bool:
+        """Whether attention may multiply the queries by a factor of their position (Llama 4's temperature
+        tuning, SSMax: :mod:`posenc.temperature`) and still compute this encoding. Undeclared: True where
+        the query enters the scores only through products with keys (kinds rotary, bias, additive, none),
+        so the factor scales those logits; False for an encoding that counts positions from the content
+        (its counts would change with the factor) and for any kind posenc does not know."""
+        return self.kind in ("rotary", "bias", "additive", "none") and not self.contextual_positions
+
+    @property
     def two_sided(self) -> bool:
         """Whether keys after the query get a bias of their own (for bidirectional attention): the
         analysis then measures both sides of the query. False: measured as causal attention sees it,
