@@ -164,18 +164,23 @@ class MultiHeadAttention(nn.Module):
         q = self.q_proj(x).view(b, s, self.n_heads, self.d_head).transpose(1, 2)  # [b, h, s, d]
         k = self.k_proj(x).view(b, s, self.n_kv_heads, self.d_head).transpose(1, 2)  # [b, h_kv, s, d]
         v = self.v_proj(x).view(b, s, self.n_kv_heads, self.d_head).transpose(1, 2)  # [b, h_kv, s, d]
+        content = self.encoding.content(x)  # [b, s, c] or None: what the encoding reads of each token
+        k_content = content
         if cache is None:
             q, k = self.encoding.rotate(q, k, positions, positions)
             k_positions = positions
         elif self.encoding.rotated_keys_are_cacheable and not cache.positions_move:
             q, k = self.encoding.rotate(q, k, positions, positions)
-            cache.append(k, v, positions, self.encoding.position_columns)
+            cache.append(_joined(k, content), v, positions, self.encoding.position_columns)
             k, v, k_positions = cache.keys, cache.values, cache.positions  # [b, h_kv, t, d], [t] / [b, t]
+            k, k_content = _parted(k, self.d_head, content)
         else:  # the cache holds unrotated keys (xPos; a sink cache's moving positions): all rotated now
-            cache.append(k, v, positions, self.encoding.position_columns)
+            cache.append(_joined(k, content), v, positions, self.encoding.position_columns)
             k, v, k_positions = cache.keys, cache.values, cache.positions
+            k, k_content = _parted(k, self.d_head, content)
             q, k = self.encoding.rotate(q, k, positions, k_positions)
-        out = self._attend_at(q, k, v, positions, k_positions, documents)  # [b, h, s, d]
+        out = self._attend_at(q, k, v, positions, k_positions, documents, (content, k_content))  # [b, h, s, d]
+        out = _plus(out, self.encoding.output_terms(q, k, v, positions, k_positions))
         return self.out_proj(out.transpose(1, 2).reshape(b, s, self.n_heads * self.d_head))
 
     def attend(
@@ -204,7 +209,8 @@ class MultiHeadAttention(nn.Module):
         q_positions, k_positions = query_key_positions(
             q, k, q_positions, k_positions, columns=self.encoding.position_columns
         )  # [(b,) i(, n)], [(b,) j(, n)]
-        return self._attend_at(q, k, v, q_positions, k_positions)
+        out = self._attend_at(q, k, v, q_positions, k_positions)
+        return _plus(out, self.encoding.output_terms(q, k, v, q_positions, k_positions))
 
     def _check_qkv(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """q ``[b, n_heads, i, d_head]``, k and v ``[b, n_kv_heads, j, d_head]``, and j ≥ i when causal."""
@@ -237,13 +243,22 @@ class MultiHeadAttention(nn.Module):
         q_positions: torch.Tensor,
         k_positions: torch.Tensor,
         documents: torch.Tensor | None = None,
+        content: tuple[torch.Tensor | None, torch.Tensor | None] = (None, None),
     ) -> torch.Tensor:
         """:meth:`attend` at positions already resolved and checked against q and k (as :meth:`forward_at`
         has them: once per model call, not again in every layer); ``documents`` ``[s]`` / ``[b, s]``
-        keeps each token to the keys of its own document (queries and keys the same tokens)."""
+        keeps each token to the keys of its own document (queries and keys the same tokens); ``content``:
+        what the encoding read of the queries' and the keys' layer input (``[b, i, c]``, ``[b, j, c]``)."""
+        if self.encoding.reads_content and content[1] is None:
+            raise ValueError(
+                f"{type(self.encoding).__name__} reads each token's layer input (its content), which q, k "
+                "and v alone do not carry: call the layer on x (forward), not attend"
+            )
         terms = self.encoding.score_terms(
             q, k, q_positions, k_positions, project=self.project_heads
         )  # [b, h, i, j] or None
+        if content[1] is not None:  # terms read from the tokens' content (FoX, PaTH)
+            terms = _sum(terms, self.encoding.content_terms(q, k, *content))
         if self.encoding.reads_attention_weights:  # the weights themselves are needed: eager, any backend
             bias = _sum(self.encoding.bias(q_positions, k_positions), terms)
             mask = self._mask(q.shape[2], k.shape[2], q.device, documents)
@@ -496,6 +511,26 @@ def _sum(bias: torch.Tensor | None, terms: torch.Tensor | None) -> torch.Tensor 
     if bias is None or terms is None:
         return terms if bias is None else bias
     return bias + terms
+
+
+def _joined(keys: torch.Tensor, content: torch.Tensor | None) -> torch.Tensor:
+    """Keys ``[b, h_kv, s, d]`` with the content ``[b, s, c]`` of their tokens as c more channels of every
+    head, ``[b, h_kv, s, d + c]``: what a KV cache keeps for an encoding that reads the content."""
+    if content is None:
+        return keys
+    content = content.to(keys.dtype)[:, None].expand(-1, keys.shape[1], -1, -1)  # [b, h_kv, s, c]
+    return torch.cat((keys, content), dim=-1)
+
+
+def _parted(keys: torch.Tensor, width: int, content: torch.Tensor | None):
+    """Cached keys ``[b, h_kv, t, d (+ c)]`` as (keys ``[b, h_kv, t, d]``, content ``[b, t, c]`` or None)."""
+    if content is None:
+        return keys, None
+    return keys[..., :width], keys[:, 0, :, width:]
+
+
+def _plus(out: torch.Tensor, terms: torch.Tensor | None) -> torch.Tensor:
+    return out if terms is None else out + terms.to(out.dtype)
 
 
 def _with_terms(score_mod, terms: torch.Tensor):

@@ -38,7 +38,8 @@ def attention_logits(
 
     x ``[1, s, d]`` and the projections are drawn from ``seed`` and do not depend on the positions,
     so two calls with different positions differ only by what the encoding does with them:
-    ``e = embed(x)``, ``q, k = rotate(e·W_q, e·W_k)``, logits ``= q·kᵀ/√d_head + bias + score_terms``.
+    ``e = embed(x)``, ``q, k = rotate(e·W_q, e·W_k)``, logits ``= q·kᵀ/√d_head + bias + score_terms``
+    (+ the ``content_terms`` of what the encoding reads of e, for FoX or PaTH).
     Widths default to the encoding's own (``d_model``, ``n_heads``, ``d_head``), else 32 / 2 / 16
     (:func:`probe_widths`).
     """
@@ -65,6 +66,10 @@ def attention_logits(
         if bias is not None:
             logits = logits + bias.to(torch.float64)
         terms = encoding.score_terms(q, k, positions, positions)  # terms that read q and k
+        if terms is not None:
+            logits = logits + terms.to(torch.float64)
+        content = encoding.content(e)  # [1, s, c]: what it reads of each token (FoX's gates), or None
+        terms = None if content is None else encoding.content_terms(q, k, content, content)
         if terms is not None:
             logits = logits + terms.to(torch.float64)
     return logits[0]

@@ -229,6 +229,14 @@ class PositionalEncoding(nn.Module):
         on keys up to the query."""
         return False
 
+    @property
+    def reads_content(self) -> bool:
+        """Whether the encoding reads each token's layer input (a position made of the content: FoX's forget
+        gates, PaTH's Householder vectors) through :meth:`content`; attention then hands it the layer
+        input and a KV cache keeps what it read with each key, and :meth:`attend` on q, k and v alone
+        (no layer input) is refused. Undeclared: True where the class defines ``content``."""
+        return type(self).content is not PositionalEncoding.content
+
     def _apply(self, fn, recurse=True):
         super()._apply(fn, recurse)
         for name in self.exact_buffers:
@@ -569,6 +577,34 @@ class PositionalEncoding(nn.Module):
         (:class:`posenc.kernels.query_blocked.BlockTerms`), so that attention never holds them for every
         pair at once; None (the default) where the encoding gives no such form: attention then reads
         ``bias`` and ``score_terms`` whole."""
+        return None
+
+    def content(self, x: torch.Tensor) -> torch.Tensor | None:
+        """What the encoding reads from each token's layer input x ``[b, s, d_model]`` (the attention
+        layer's input, after its norm), ``[b, s, c]``: FoX's log forget gates, PaTH's Householder vectors
+        and strengths; None here. A KV cache keeps it with each key, so decoding reads the content of the
+        earlier tokens as the full forward does (:meth:`content_terms` gets the queries' and the keys')."""
+        return None
+
+    def content_terms(
+        self, q: torch.Tensor, k: torch.Tensor, q_content: torch.Tensor, k_content: torch.Tensor
+    ) -> torch.Tensor | None:
+        """Logit terms ``[b, h, i, j]`` that read what :meth:`content` gave for the queries ``[b, i, c]``
+        and the keys ``[b, j, c]`` (the queries are the last i of the keys), and q ``[b, h, i, d]`` and k
+        ``[b, h_kv, j, d]``; added to q·kᵀ·scale with the bias and score terms; None here."""
+        return None
+
+    def output_terms(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        q_positions: torch.Tensor,
+        k_positions: torch.Tensor,
+    ) -> torch.Tensor | None:
+        """Terms ``[b, h, i, d]`` added to attention's output, read from q ``[b, h, i, d]``, k and v
+        ``[b, h_kv, j, d]`` (the queries are the last i of the keys): what a scheme whose weights are not a
+        softmax adds to the softmax of its log-weights (stick-breaking's stick left over); None here."""
         return None
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
