@@ -48,6 +48,7 @@ from posenc._validation import (
 )
 from posenc.encodings.base import PositionalEncoding, query_key_positions
 from posenc.encodings.description import Description
+from posenc.kernels.query_blocked import BlockTerms
 
 #: Shaw et al.'s clipped table, and BERT's two unclipped ones (transformers 4.x names).
 VARIANTS = ("shaw", "relative_key", "relative_key_query")
@@ -244,6 +245,35 @@ class ShawRelativePosition(PositionalEncoding):
             groups = q.shape[1] // k.shape[1]
             terms = terms + keys.repeat_interleave(groups, dim=1).transpose(-1, -2)
         return terms / math.sqrt(self.d_head)
+
+    def query_block_terms(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        q_positions: torch.Tensor,
+        k_positions: torch.Tensor,
+        *,
+        project: Callable | None = None,
+    ) -> BlockTerms | None:
+        """:meth:`score_terms` for one block of queries at a time (``posenc.kernels.query_blocked``); None
+        with relative values (the output then needs the weights themselves)."""
+        if self.values:
+            return None
+        q, k = self._checked_heads(q, k)
+        q_positions, k_positions = query_key_positions(q, k, q_positions, k_positions)
+        scale = 1 / math.sqrt(self.d_head)
+        key_query = self.variant == "relative_key_query"
+
+        def block(q_rows, k_keys, rows, keys, table):
+            index = self.rows(q_positions[..., rows], k_positions[..., keys])  # [(b,) n, m]
+            terms = gather_rows(q_rows @ table.T, index)  # [b, h, n, m]
+            if key_query:
+                by_key = gather_rows(k_keys @ table.T, index.transpose(-1, -2))  # [b, h_kv, m, n]
+                groups = q_rows.shape[1] // k_keys.shape[1]
+                terms = terms + by_key.repeat_interleave(groups, dim=1).transpose(-1, -2)
+            return terms * scale
+
+        return BlockTerms(block, (self.key_table.to(q.dtype),))
 
     @property
     def reads_attention_weights(self) -> bool:

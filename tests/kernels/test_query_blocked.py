@@ -1,0 +1,62 @@
+"""Terms that read q, k or positions, a block of queries at a time (posenc.kernels.query_blocked): on the sdpa
+backend the same outputs and gradients, in float64, as the eager reference that materialises every pair."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import posenc
+from posenc import attention as attention_module
+from posenc.attention import MultiHeadAttention
+from posenc.kernels import query_blocked
+
+D_MODEL, HEADS = 16, 2
+#: Encodings with a query-blocked form, small (several blocks of 8 queries at s = 37, the last one partial).
+BLOCKED = {
+    "shaw": lambda: posenc.build("shaw", d_head=8, max_distance=3),
+    "shaw relative_key_query": lambda: posenc.build(
+        "shaw", d_head=8, variant="relative_key_query", max_len=40
+    ),
+}
+
+
+def _gradients(layer, x, positions, weight):
+    layer.zero_grad()
+    x = x.detach().clone().requires_grad_()
+    out = layer(x, positions)
+    out.backward(weight)
+    return out.detach(), x.grad, {name: p.grad for name, p in layer.named_parameters()}
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
+@pytest.mark.parametrize("kv_heads", [HEADS, 1], ids=["mha", "gqa"])
+@pytest.mark.parametrize("name", list(BLOCKED))
+def test_blocked_terms_give_the_eager_outputs_and_gradients_in_float64(name, kv_heads, causal, monkeypatch):
+    monkeypatch.setattr(query_blocked, "DEFAULT_BLOCK", 8)
+    calls = []
+    blocked = attention_module.query_blocked_attention
+    monkeypatch.setattr(
+        attention_module, "query_blocked_attention", lambda *a, **kw: calls.append(1) or blocked(*a, **kw)
+    )
+    encoding = BLOCKED[name]().double()
+    layers = {}
+    for backend in ("eager", "sdpa"):
+        torch.manual_seed(1)
+        layers[backend] = MultiHeadAttention(
+            D_MODEL, HEADS, n_kv_heads=kv_heads, encoding=encoding, backend=backend, causal=causal
+        ).double()
+    generator = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 37, D_MODEL, dtype=torch.float64, generator=generator)
+    weight = torch.randn(2, 37, D_MODEL, dtype=torch.float64, generator=generator)
+    positions = torch.arange(37) + 5
+    out, dx, dparams = _gradients(layers["eager"], x, positions, weight)
+    calls_before = len(calls)
+    got, got_dx, got_dparams = _gradients(layers["sdpa"], x, positions, weight)
+    assert len(calls) > calls_before, "the sdpa backend did not take the query-blocked path"
+    assert got.dtype == torch.float64
+    torch.testing.assert_close(got, out, rtol=0, atol=1e-12)
+    torch.testing.assert_close(got_dx, dx, rtol=0, atol=1e-12)
+    for parameter, grad in dparams.items():
+        assert got_dparams[parameter] is not None, parameter
+        torch.testing.assert_close(got_dparams[parameter], grad, rtol=0, atol=1e-12, msg=parameter)
