@@ -122,6 +122,8 @@ QUOTED = [
     ("sandwich", "decay", "far/near ", "0.017"),
     ("sandwich", "parameters", "| parameters | ", "0"),
     ("sandwich", "precision", "distances up to 2^21 | ", "0.5"),
+    ("golden_gate", "bounded", "norms kept (", "1.8e-15"),
+    ("golden_gate", "relative", "moves (", "3.5e-15"),
     ("nope", "relative", "unchanged by a shift (", "0"),
 ]
 
