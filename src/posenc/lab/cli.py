@@ -87,11 +87,12 @@ def _seeds(text: str) -> list[int]:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """Add the lab's subcommands (``run``, ``report``, ``presets``) to ``parser``."""
+    """Add the lab's subcommands (``run``, ``report``, ``presets``, ``compare``) to ``parser``."""
     commands = parser.add_subparsers(dest="lab_command", required=True, metavar="LAB_COMMAND")
     _configure_run(commands)
     _configure_report(commands)
     commands.add_parser("presets", help="the presets and what they run")
+    _configure_compare(commands)
     parser.set_defaults(handler=main)
 
 
@@ -198,6 +199,16 @@ def _configure_report(commands) -> None:
     )
 
 
+def _configure_compare(commands) -> None:
+    compare = commands.add_parser(
+        "compare",
+        help="a re-run against the records, by the 95%% interval of the difference over seeds (exit 1 outside)",
+    )
+    compare.add_argument("--db", type=Path, required=True, help="the re-run's sqlite records")
+    compare.add_argument("--reference", type=Path, required=True, help="the records it re-runs")
+    compare.add_argument("--preset", default=None, help="only this preset's runs (default every preset)")
+
+
 def _embedding_scale(text: str) -> float | str:
     """'sqrt' (√d_model of each task's model) or a positive finite number."""
     if text == "sqrt":
@@ -300,6 +311,22 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare(args: argparse.Namespace) -> int:
+    """Every metric of the configurations and seeds both databases hold: 0 when each re-run mean is
+    within the 95% interval of the difference over seeds, 1 when one is not (each named), 2 on bad input."""
+    from posenc.lab.report.loading import load
+    from posenc.lab.reproduce import compare, compare_lines
+
+    runs = {}
+    for option, path in (("--reference", args.reference), ("--db", args.db)):
+        if not path.is_file():
+            raise ValueError(f"{option} {str(path)!r} is not a lab database")
+        runs[option] = [run for preset in load(path, args.preset).presets.values() for run in preset]
+    lines, consistent = compare_lines(compare(runs["--reference"], runs["--db"]))
+    print("\n".join(lines))
+    return 0 if consistent else 1
+
+
 def _presets(args: argparse.Namespace) -> int:
     """Each preset, and per task its setup and the encodings that task runs by default (those the preset
     names, else every registered one that applies to it); a task run only when named says so."""
@@ -352,7 +379,7 @@ def main(args: argparse.Namespace) -> int:
     """Run the chosen lab subcommand; 0 on success, 2 on bad input (the message names it) and on sizes
     that do not fit in memory, 130 when interrupted (Ctrl-C: one line on stderr, no traceback), 141
     when stdout's reader has gone (as :func:`posenc.cli.main`, for ``python -m posenc.lab``)."""
-    handlers = {"run": _run, "report": _report, "presets": _presets}
+    handlers = {"run": _run, "report": _report, "presets": _presets, "compare": _compare}
     where = f"posenc lab {args.lab_command}"
     try:
         for module in NEEDS.get(args.lab_command, ()):

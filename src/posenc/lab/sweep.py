@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import sys
 import time
@@ -172,7 +173,8 @@ def _extension_plan(preset: Preset, tasks, encodings, seeds, overrides: Override
 
 
 def versions(context: Context) -> dict:
-    """Software and machine the run was measured on."""
+    """Software and machine the run was measured on: what decides whether a re-run can be bit-identical
+    (:mod:`posenc.lab.reproduce`): the processor, torch's build and the threads."""
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -182,7 +184,44 @@ def versions(context: Context) -> dict:
         "world_size": context.world_size,
         "mode": context.mode,
         "platform": platform.platform(),
+        **machine(),
     }
+
+
+def cpu_model() -> str:
+    """The processor's model name (``/proc/cpuinfo``'s, else ``platform.processor()``; "unknown")."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def machine() -> dict:
+    """The processor and torch build a run's CPU kernels depend on: the CPU model, the instruction set
+    torch dispatches to (AVX2, AVX512 …), torch's git revision, the versions of its parallel libraries
+    (``torch.__config__.parallel_info()``), the cores and the thread settings."""
+    info = [line.strip() for line in torch.__config__.parallel_info().splitlines()]
+    libraries = [line for line in info if any(name in line for name in _LIBRARIES)]
+    return {
+        "cpu": cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cores": os.cpu_count(),
+        "torch_git": torch.version.git_version,
+        "torch_cuda": torch.version.cuda,
+        "torch_libraries": libraries,
+        "interop_threads": torch.get_num_interop_threads(),
+        "thread_environment": {name: os.environ.get(name) for name in _THREAD_VARIABLES},
+    }
+
+
+#: The parallel libraries named in ``torch.__config__.parallel_info()`` (their versions recorded).
+_LIBRARIES = ("OpenMP", "Math Kernel Library", "MKL-DNN", "oneDNN", "OpenBLAS", "TBB")
+#: Environment variables that set the threads of torch's libraries.
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def _properties(config: RunConfig, model) -> dict:

@@ -1,11 +1,15 @@
 """Which encodings learn each exact-match task at L (as the task says: ``Task.learned``), and the mean
 reciprocal rank of the encodings across those tasks and the lengths beyond L, computed as Kazemnejad
-et al. (2023) compute theirs and shown beside their published figures (:data:`PUBLISHED_MRR`)."""
+et al. (2023) compute theirs and shown beside their published figures (:data:`PUBLISHED_MRR`), with its
+bootstrap over seeds (:func:`bootstrap_ranking`): an interval and the probability of each place."""
 
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+import numpy as np
 
 from posenc.lab.exact_match import LEARNED_AT_L
 from posenc.lab.report.loading import Configuration
@@ -150,3 +154,103 @@ def _missing_runs(configuration: Configuration, tasks: list[str]) -> dict[str, l
     names = [name for name in configuration.encodings if any(name in runs for runs in by_task.values())]
     missing = {task: [name for name in names if name not in runs] for task, runs in by_task.items()}
     return {task: absent for task, absent in missing.items() if absent}
+
+
+#: Bootstrap replicates of the ranking and the seed of their generator (the report is the same each time).
+REPLICATES, BOOTSTRAP_SEED = 2000, 0
+
+
+@dataclass(frozen=True)
+class RankInterval:
+    """An encoding's mean reciprocal rank over seeds, as the bootstrap sees it."""
+
+    mrr: float  # over the recorded seeds
+    low: float  # 2.5th percentile of the bootstrap's MRR
+    high: float  # 97.5th percentile
+    rank_probability: dict[int, float]  # place by MRR (1 = best; ties share the best) -> share of replicates
+
+
+def _scored(configuration: Configuration) -> dict[tuple[str, str], tuple[list[int], np.ndarray]]:
+    """{(task, encoding): (lengths beyond L, exact match [seeds, lengths])}; a length a run cannot reach
+    scores 0 (as the ranking scores it)."""
+    scored = {}
+    for task in configuration.tasks(EXACT_MATCH):
+        for name, runs in configuration.by_encoding(task).items():
+            length_l = runs[0].train_length
+            lengths = sorted({n for run in runs for n in run.lengths if n > length_l})
+            lengths = [n for n in lengths if all(run.at(n) for run in runs)]
+            if not lengths:
+                continue
+            values = [
+                [run.at(n)["exact_match"] if run.at(n)["status"] == "ok" else 0.0 for n in lengths]
+                for run in runs
+            ]
+            scored[task, name] = (lengths, np.array(values, dtype=np.float64))  # [seeds, lengths]
+    return scored
+
+
+def _mrr(scored: dict, draws: dict[tuple[str, str], np.ndarray] | None) -> dict[str, float]:
+    """Mean reciprocal rank from each (task, encoding)'s runs ``draws`` (indices; None: every run once)."""
+    scores: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
+    for (task, name), (lengths, values) in scored.items():
+        chosen = values if draws is None else values[draws[task, name]]
+        for n, mean in zip(lengths, chosen.mean(axis=0), strict=True):
+            scores[task, n][name] = float(mean)
+    return mean_reciprocal_rank(dict(scores))
+
+
+def bootstrap_ranking(
+    configuration: Configuration, replicates: int = REPLICATES, seed: int = BOOTSTRAP_SEED
+) -> dict[str, RankInterval]:
+    """Each encoding's MRR across the exact-match tasks and lengths beyond L with its 95% bootstrap
+    interval over seeds, and the probability of each place by MRR; {} without such scores."""
+    scored = _scored(configuration)
+    if not scored:
+        return {}
+    generator = np.random.default_rng(seed)
+    samples: dict[str, list[float]] = defaultdict(list)
+    places: dict[str, Counter] = defaultdict(Counter)
+    for _ in range(replicates):
+        draws = {key: generator.integers(0, len(values), len(values)) for key, (_, values) in scored.items()}
+        mrr = _mrr(scored, draws)
+        for name, place in ranks(mrr).items():
+            samples[name].append(mrr[name])
+            places[name][place] += 1
+    measured = _mrr(scored, None)
+    return {
+        name: RankInterval(
+            measured[name],
+            float(np.percentile(samples[name], 2.5)),
+            float(np.percentile(samples[name], 97.5)),
+            {place: count / replicates for place, count in sorted(places[name].items())},
+        )
+        for name in sorted(measured, key=lambda name: -measured[name])
+    }
+
+
+def bootstrap_table(configuration: Configuration) -> Table | None:
+    """MRR with its bootstrap interval and the probability of each place, per encoding; None without
+    exact-match scores beyond L."""
+    ranking = bootstrap_ranking(configuration)
+    if not ranking:
+        return None
+    count = len(ranking)
+    body = [
+        [
+            name,
+            f"{r.mrr:.2f} [{r.low:.2f}, {r.high:.2f}]",
+            *(f"{r.rank_probability.get(place, 0.0):.2f}" for place in range(1, count + 1)),
+        ]
+        for name, r in ranking.items()
+    ]
+    return Table(
+        ["Encoding", "MRR [95% bootstrap interval]", *(f"P(place {place})" for place in range(1, count + 1))],
+        body,
+        title="Mean reciprocal rank over seeds: bootstrap.",
+        notes=[
+            f"{REPLICATES} replicates, each drawing for every (task, encoding) as many of its seeds as it "
+            "has, with replacement, then ranking as above; P(place k): the share of replicates in which the "
+            "encoding's MRR is the k-th best (equal MRRs share the best place). An order of two encodings "
+            "is measured only where their intervals and places separate."
+        ],
+    )

@@ -22,7 +22,7 @@ from posenc.encodings import available, describe
 from posenc.lab.extension_report import extension_blocks
 from posenc.lab.intervals import format_interval, interval
 from posenc.lab.report.loading import Configuration, Recorded, Run, configurations, recorded
-from posenc.lab.report.ranking import learned_at_l_note, mean_reciprocal_rank_table
+from posenc.lab.report.ranking import bootstrap_table, learned_at_l_note, mean_reciprocal_rank_table
 from posenc.lab.run_settings import settings as run_settings
 from posenc.lab.tasks import BITS_PER_BYTE, EXACT_MATCH, FAMILIES, GRID_ACCURACY, registered
 from posenc.table import Table
@@ -325,6 +325,9 @@ def configuration_blocks(configuration: Configuration) -> list[Block]:
     ranked = mean_reciprocal_rank_table(configuration)
     if ranked:
         blocks += [Heading(5, "Mean reciprocal rank across the algorithmic tasks"), ranked]
+        bootstrapped = bootstrap_table(configuration)
+        if bootstrapped:
+            blocks.append(bootstrapped)
     grid = grid_tables(configuration)
     if grid:
         blocks += [Heading(5, "Grid task: resolution generalisation"), *grid]
