@@ -46,6 +46,24 @@ from posenc.encodings.rope_axes import (
     MixedRotaryEncoding,
     MultimodalRotaryEncoding,
 )
+from posenc.encodings.rope_video import (
+    ERNIE_DESCRIPTION,
+    HOPE_DESCRIPTION,
+    VIDEOROPE_DESCRIPTION,
+    XDROPE_DESCRIPTION,
+    ErnieRotaryEncoding,
+    HoPERotaryEncoding,
+    VideoRotaryEncoding,
+    XDRotaryEncoding,
+)
+from posenc.encodings.rope_vision import (
+    COSMOS_DESCRIPTION,
+    DINOV3_DESCRIPTION,
+    LTX_DESCRIPTION,
+    CosmosRotaryEncoding,
+    DinoV3RotaryEncoding,
+    LTXRotaryEncoding,
+)
 from posenc.encodings.sandwich import DESCRIPTION as SANDWICH_DESCRIPTION
 from posenc.encodings.sandwich import Sandwich
 from posenc.encodings.shaw import DESCRIPTION as SHAW_DESCRIPTION
@@ -126,6 +144,13 @@ register("transformer_xl", TransformerXLRelative, TRANSFORMER_XL_DESCRIPTION)
 register("fire", FIRE, FIRE_DESCRIPTION)
 register("kerple", Kerple, KERPLE_DESCRIPTION)
 register("sandwich", Sandwich, SANDWICH_DESCRIPTION)
+register("dinov3", DinoV3RotaryEncoding, DINOV3_DESCRIPTION)
+register("ltx", LTXRotaryEncoding, LTX_DESCRIPTION)
+register("cosmos", CosmosRotaryEncoding, COSMOS_DESCRIPTION)
+register("videorope", VideoRotaryEncoding, VIDEOROPE_DESCRIPTION)
+register("hope", HoPERotaryEncoding, HOPE_DESCRIPTION)
+register("xdrope", XDRotaryEncoding, XDROPE_DESCRIPTION)
+register("ernie_3d", ErnieRotaryEncoding, ERNIE_DESCRIPTION)
 register("golden_gate", GoldenGateRoPE, GOLDEN_GATE_DESCRIPTION)
 
 

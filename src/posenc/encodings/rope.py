@@ -11,6 +11,7 @@ from posenc._validation import (
     check_bool,
     check_choice,
     check_float_tensor,
+    check_int,
     check_on_device,
     check_positive_float,
     check_positive_int,
@@ -19,9 +20,16 @@ from posenc.encodings.base import PositionalEncoding, RotarySpectrum, resolve_po
 from posenc.encodings.description import Description, SeedRow
 from posenc.encodings.rope_schemes import RotaryScheme, rotary_scheme
 from posenc.encodings.rope_xpos import xpos_reference
-from posenc.functional.angles import MAX_POSITION, reduced_angles_unchecked, split_frequencies
+from posenc.functional.angles import (
+    MAX_POSITION,
+    reduced_angles_unchecked,
+    reduced_float_angles,
+    split_frequencies,
+)
+from posenc.functional.normalized import CoordinateAugmentation, augment_coordinates
 from posenc.functional.rope import (
     LAYOUTS,
+    AxisFrequencies,
     apply_rope_qk,
     rope_cos_sin,
     rope_logit_scale,
@@ -31,6 +39,8 @@ from posenc.functional.rope import (
 
 #: Positions below this are served from a float64 cos/sin cache grown on demand; others computed.
 CACHE_POSITIONS = 1 << 16
+#: Where the channels that do not turn sit (``unrotated``): after the rotated ones, or before them.
+UNROTATED = ("last", "first")
 #: The positions whose angles are exact (negative ones too: cos is even and sin odd).
 POSITION_RANGE = "positions must satisfy |position| < 2^27"
 
@@ -47,6 +57,18 @@ def _consecutive(positions: torch.Tensor, smallest: int, largest: int) -> bool:
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two position tensors hold the same positions (no host sync under compile: False there)."""
     return not torch.compiler.is_compiling() and a.shape == b.shape and torch.equal(a, b)
+
+
+def _given_scheme(scheme: object, d_head: int, given: dict) -> RotaryScheme:
+    """A scheme given whole: a RotaryScheme that fits d_head, with no argument that describes another."""
+    if not isinstance(scheme, RotaryScheme):
+        raise TypeError(f"scheme must be a RotaryScheme, got {scheme!r}")
+    clash = sorted(name for name, value in given.items() if value not in (None, False))
+    if clash:
+        raise ValueError(f"scheme=… gives the frequencies; {', '.join(clash)} would describe them again")
+    if scheme.rotary_dim > d_head:
+        raise ValueError(f"the scheme rotates {scheme.rotary_dim} channels, more than d_head={d_head}")
+    return scheme
 
 
 class RotaryEncoding(PositionalEncoding):
@@ -113,6 +135,19 @@ class RotaryEncoding(PositionalEncoding):
             initialised with magnitudes from ``base`` (default 10 here, the paper's). The angles are
             float64 products, differentiable in the frequencies; per-head tables rotate eagerly.
         n_heads: heads, for ``mixed``.
+        frequencies: each axis's frequencies as data, one
+            :class:`~posenc.functional.rope.AxisFrequencies` per axis (a base with its scaling, an
+            explicit vector or a period range; widths add up to r); positions ``[s, n]`` or ``[b, s, n]``.
+        pair_layout: with ``frequencies``, ``"axes"`` (each axis's pairs in a run) or ``"frequencies"``
+            (the axes interleaved per frequency, LTX-Video).
+        unrotated: where the d − r channels that do not turn sit: ``"last"`` (GPT-NeoX) or ``"first"``
+            (LTX-Video's d mod 6 channels).
+        augmentation: a :class:`~posenc.functional.normalized.CoordinateAugmentation` (DINOv3's shift,
+            jitter, rescale), drawn once per call in training mode from a generator seeded with
+            ``augmentation_seed``; queries and keys move alike, and eval mode leaves coordinates as given.
+        augmentation_seed: the seed of that generator.
+        scheme: the frequencies as a ready :class:`~posenc.encodings.rope_schemes.RotaryScheme` instead of
+            the arguments above that describe one (a preset with a scheme of its own, as HoPE's).
 
     Integer positions give exact angles on every axis; float coordinates (axes, sections, mixed) are
     used as given with the angle computed in float64 (see :func:`~posenc.functional.rope_cos_sin`).
@@ -139,6 +174,12 @@ class RotaryEncoding(PositionalEncoding):
         n_heads: int | None = None,
         dynamic_length: str = "call",
         longrope_switch: str = "refuse",
+        frequencies: AxisFrequencies | Sequence[AxisFrequencies] | None = None,
+        pair_layout: str | None = None,
+        unrotated: str = "last",
+        augmentation: CoordinateAugmentation | None = None,
+        augmentation_seed: int = 0,
+        scheme: RotaryScheme | None = None,
     ) -> None:
         super().__init__()
         self.d_head = check_positive_int("d_head", d_head)
@@ -146,21 +187,46 @@ class RotaryEncoding(PositionalEncoding):
         self.xpos = check_bool("xpos", xpos)
         self.xpos_scale_base = check_positive_float("xpos_scale_base", xpos_scale_base)
         #: where the frequencies come from (one axis, sections, axial, mixed): :mod:`.rope_schemes`
-        self.scheme: RotaryScheme = rotary_scheme(
-            d_head,
+        given = dict(
             rotary_dim=rotary_dim,
             base=base,
             scaling=scaling,
             scaling_args=scaling_args,
-            xpos=self.xpos,
             axes=axes,
             sections=sections,
-            section_layout=section_layout,
             mixed=mixed,
             n_heads=n_heads,
-            dynamic_length=dynamic_length,
-            longrope_switch=longrope_switch,
+            frequencies=frequencies,
         )
+        if scheme is not None:
+            self.scheme = _given_scheme(scheme, d_head, given)
+        else:
+            self.scheme = rotary_scheme(
+                d_head,
+                rotary_dim=rotary_dim,
+                base=base,
+                scaling=scaling,
+                scaling_args=scaling_args,
+                xpos=self.xpos,
+                axes=axes,
+                sections=sections,
+                section_layout=section_layout,
+                mixed=mixed,
+                n_heads=n_heads,
+                dynamic_length=dynamic_length,
+                longrope_switch=longrope_switch,
+                frequencies=frequencies,
+                pair_layout=pair_layout,
+            )
+        self.unrotated = check_choice("unrotated", unrotated, UNROTATED)
+        if augmentation is not None and not isinstance(augmentation, CoordinateAugmentation):
+            raise TypeError(f"augmentation must be a CoordinateAugmentation or None, got {augmentation!r}")
+        if augmentation is not None and self.scheme.position_axes == 1:
+            raise ValueError("augmentation moves coordinates on axes; this RoPE has one axis (positions [s])")
+        self.augmentation = augmentation if augmentation is not None and augmentation.active else None
+        self.augmentation_seed = check_int("augmentation_seed", augmentation_seed)
+        #: the draws of the augmentation: one per training call (CPU, so that a seed gives the same draws)
+        self.augmentation_generator = torch.Generator().manual_seed(self.augmentation_seed)
         inv_freq, axis, self.attention_factor = self.scheme.spectrum()
         self.register_buffer("inv_freq_pieces", split_frequencies(inv_freq), persistent=False)  # [r/2, 4] f64
         long = self.scheme.long_spectrum()
@@ -266,12 +332,11 @@ class RotaryEncoding(PositionalEncoding):
         if self.frequency_axis is None:
             return self._table(positions, per_frequency=False, seq_len=seq_len)
         per_frequency = positions[..., self.frequency_axis]  # [..., s, r/2]: each pair's coordinate
-        if per_frequency.is_floating_point():
-            inv_freq = self.inv_freq.to(per_frequency.device)
+        if per_frequency.is_floating_point():  # float coordinates: reduced as exactly as integers
+            angle = reduced_float_angles(per_frequency, self.inv_freq_pieces)
             if self.scheme.switches_factors:
-                long = self.long_inv_freq_pieces.sum(dim=-1).to(per_frequency.device)
-                inv_freq = torch.where(torch.as_tensor(seq_len) > self.scheme.original_length, long, inv_freq)
-            angle = per_frequency * inv_freq
+                long = reduced_float_angles(per_frequency, self.long_inv_freq_pieces)
+                angle = torch.where(torch.as_tensor(seq_len) > self.scheme.original_length, long, angle)
             return torch.cos(angle) * self.attention_factor, torch.sin(angle) * self.attention_factor
         return self._table(per_frequency, per_frequency=True, seq_len=seq_len)
 
@@ -435,6 +500,11 @@ class RotaryEncoding(PositionalEncoding):
         k_positions = resolve_positions(k_positions, k, seq_dim=2, columns=columns)
         start = k_len - q_len if q_len <= k_len else 0  # default queries: the last q_len keys
         q_positions = resolve_positions(q_positions, q, seq_dim=2, columns=columns, start=start)
+        if self.augmentation is not None and self.training:  # one draw moves queries and keys alike
+            offset, factor = self.augmentation.draw(columns, self.augmentation_generator)
+            same = k_positions is q_positions
+            q_positions = augment_coordinates(q_positions, offset, factor)
+            k_positions = q_positions if same else augment_coordinates(k_positions, offset, factor)
         reference = (
             xpos_reference(q_positions, k_positions, q.dtype, self.xpos_scale_base) if self.xpos else None
         )
@@ -445,13 +515,28 @@ class RotaryEncoding(PositionalEncoding):
         q_cos, q_sin = self._angles(q_positions, 1.0, reference, seq_len)
         # The dispatcher picks the kernel: Triton on CUDA, C on CPU (float32 inside, rounded once).
         if not self.xpos and (k_positions is q_positions or _same(q_positions, k_positions)):
-            return apply_rope_qk(
-                q, k, q_cos, q_sin, layout=self.layout, rotary_dim=self.rotary_dim
-            )  # one table
+            return self._turn(q, k, q_cos, q_sin)  # one table
         k_cos, k_sin = self._angles(k_positions, -1.0, reference, seq_len)
-        return apply_rope_qk(
-            q, k, q_cos, q_sin, k_cos=k_cos, k_sin=k_sin, layout=self.layout, rotary_dim=self.rotary_dim
+        return self._turn(q, k, q_cos, q_sin, k_cos, k_sin)
+
+    def _turn(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        q_cos: torch.Tensor,
+        q_sin: torch.Tensor,
+        k_cos: torch.Tensor | None = None,
+        k_sin: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotate the r channels of q and k (the first r, or the last with ``unrotated="first"``)."""
+        tables = dict(k_cos=k_cos, k_sin=k_sin, layout=self.layout)
+        if self.unrotated == "last" or self.rotary_dim == self.d_head:
+            return apply_rope_qk(q, k, q_cos, q_sin, rotary_dim=self.rotary_dim, **tables)
+        kept = self.d_head - self.rotary_dim  # [b, h, s, kept] pass through, the rest turns
+        q_turned, k_turned = apply_rope_qk(
+            q[..., kept:].contiguous(), k[..., kept:].contiguous(), q_cos, q_sin, **tables
         )
+        return torch.cat((q[..., :kept], q_turned), dim=-1), torch.cat((k[..., :kept], k_turned), dim=-1)
 
     def extra_repr(self) -> str:
         scaling = f", scaling={self.scaling!r}, scaling_args={self.scaling_args}" if self.scaling else ""
@@ -460,7 +545,12 @@ class RotaryEncoding(PositionalEncoding):
         if self.longrope_switch != "refuse":
             scaling += f", longrope_switch={self.longrope_switch!r}"
         xpos = f", xpos=True, xpos_scale_base={self.xpos_scale_base}" if self.xpos else ""
-        return f"d_head={self.d_head}, rotary_dim={self.rotary_dim}, base={self.base}, layout={self.layout!r}{scaling}{xpos}"
+        unrotated = f", unrotated={self.unrotated!r}" if self.unrotated != "last" else ""
+        augmented = f", augmentation={self.augmentation}" if self.augmentation is not None else ""
+        return (
+            f"d_head={self.d_head}, rotary_dim={self.rotary_dim}, base={self.base}, layout={self.layout!r}"
+            f"{scaling}{xpos}{unrotated}{augmented}"
+        )
 
 
 #: What posenc says about :class:`RotaryEncoding` (``register`` takes it with the class).

@@ -9,6 +9,9 @@ many axes, and whether they follow the length of a call:
   https://arxiv.org/abs/2409.12191).
 - :class:`Axial`: each axis its own spectrum (Heo et al., 2024, https://arxiv.org/abs/2403.13298; Flux).
 - :class:`Mixed`: learned per-head directions over the axes (RoPE-Mixed, Heo et al., 2024).
+- :class:`PerAxis`: each axis's frequencies as data (:class:`~posenc.functional.rope.AxisFrequencies`:
+  a base with its scaling, an explicit vector or a period range), its pairs laid out by axis or by
+  frequency; :class:`Axial` is its preset with one base for every axis.
 
 Each checks its own arguments, naming the bad value; :func:`rotary_scheme` maps RotaryEncoding's
 keyword arguments to one and refuses those that do not go together. Every scheme keeps one contract:
@@ -33,8 +36,10 @@ from posenc._validation import (
     check_positive_ints,
 )
 from posenc.functional.rope import (
+    PAIR_LAYOUTS,
     SECTION_LAYOUTS,
-    rope_axial_frequencies,
+    AxisFrequencies,
+    axes_spectrum,
     rope_inv_freq,
     rope_mixed_frequencies,
     rope_section_axes,
@@ -239,9 +244,51 @@ class Axial(RotaryScheme):
     def position_axes(self) -> int:
         return len(self.widths)
 
+    def spectrum(self) -> Spectrum:  # the preset of PerAxis with one base for every axis
+        return axes_spectrum([AxisFrequencies(width, base=self.base) for width in self.widths])
+
+
+@dataclass(frozen=True)
+class PerAxis(RotaryScheme):
+    """Each axis its frequencies as data: ``frequencies`` = one
+    :class:`~posenc.functional.rope.AxisFrequencies` per axis (a base with its scaling, an explicit vector
+    or a period range, times a scale), the pairs laid out by ``pair_layout``
+    (:func:`~posenc.functional.rope.axes_spectrum`: ``"axes"`` axis by axis, ``"frequencies"`` the axes
+    interleaved per frequency). r = Σ widths."""
+
+    frequencies: tuple[AxisFrequencies, ...]
+    pair_layout: str = "axes"
+
+    def __post_init__(self) -> None:
+        axes = (self.frequencies,) if isinstance(self.frequencies, AxisFrequencies) else self.frequencies
+        if isinstance(axes, str | bytes) or not isinstance(axes, Sequence) or not axes:
+            raise TypeError(f"frequencies must be AxisFrequencies or a sequence of them, got {axes!r}")
+        for index, axis in enumerate(axes):
+            if not isinstance(axis, AxisFrequencies):
+                raise TypeError(f"frequencies[{index}] must be an AxisFrequencies, got {axis!r}")
+        _set(self, frequencies=tuple(axes))
+        _set(self, pair_layout=check_choice("pair_layout", self.pair_layout, PAIR_LAYOUTS))
+        self.spectrum()  # the layout's conditions, named
+
+    @property
+    def rotary_dim(self) -> int:
+        return sum(axis.width for axis in self.frequencies)
+
+    @property
+    def axes(self) -> tuple[int, ...]:
+        return tuple(axis.width for axis in self.frequencies)
+
+    @property
+    def base(self) -> float | None:
+        """The first axis's base, where its frequencies come from one (None for a vector or periods)."""
+        return self.frequencies[0].base
+
+    @property
+    def position_axes(self) -> int:
+        return len(self.frequencies)
+
     def spectrum(self) -> Spectrum:
-        inv_freq, axis = rope_axial_frequencies(self.widths, base=self.base)
-        return inv_freq, axis, 1.0
+        return axes_spectrum(self.frequencies, layout=self.pair_layout)
 
 
 @dataclass(frozen=True)
@@ -318,9 +365,28 @@ def rotary_scheme(
     n_heads: int | None = None,
     dynamic_length: str = "call",
     longrope_switch: str = "refuse",
+    frequencies: AxisFrequencies | Sequence[AxisFrequencies] | None = None,
+    pair_layout: str | None = None,
 ) -> RotaryScheme:
     """The scheme RotaryEncoding's keyword arguments describe (as it documents them), with the
     combinations that do not go together refused by name."""
+    if frequencies is not None:
+        return _per_axis(
+            d_head,
+            rotary_dim,
+            frequencies,
+            pair_layout or "axes",
+            base=base,
+            scaling=scaling,
+            scaling_args=scaling_args,
+            xpos=xpos,
+            axes=axes,
+            sections=sections,
+            mixed=mixed,
+            n_heads=n_heads,
+        )
+    if pair_layout is not None:
+        raise ValueError(f"pair_layout={pair_layout!r} lays out the axes of frequencies=…; give those too")
     mixed = check_bool("mixed", mixed)
     base = check_positive_float("base", (10.0 if mixed else 10000.0) if base is None else base)
     widths = _axis_widths(axes, mixed)
@@ -354,12 +420,32 @@ def rotary_scheme(
     return Mixed(rotary_dim, n_heads, widths, base) if mixed else Axial(widths, base)
 
 
+def _per_axis(
+    d_head: int, rotary_dim: int | None, frequencies: object, pair_layout: str, **others: object
+) -> PerAxis:
+    """:class:`PerAxis` from ``frequencies``, refusing the arguments that would set them another way."""
+    clash = sorted(name for name, value in others.items() if value not in (None, False, {}))
+    if clash:
+        raise ValueError(
+            f"frequencies=… gives every axis its frequencies; {', '.join(clash)} would set them again "
+            "(give a base, scaling or periods per axis inside AxisFrequencies)"
+        )
+    scheme = PerAxis(frequencies, pair_layout)
+    if scheme.rotary_dim > d_head or (rotary_dim is not None and rotary_dim != scheme.rotary_dim):
+        raise ValueError(
+            f"the axes' widths {scheme.axes} add up to {scheme.rotary_dim} rotated channels, which must be at "
+            f"most d_head={d_head}" + ("" if rotary_dim is None else f" and equal rotary_dim={rotary_dim}")
+        )
+    return scheme
+
+
 __all__ = [
     "DYNAMIC_LENGTHS",
     "LONGROPE_SWITCHES",
     "Axial",
     "Mixed",
     "OneAxis",
+    "PerAxis",
     "RotaryScheme",
     "Sections",
     "check_length_options",

@@ -24,7 +24,13 @@ from posenc._validation import (
     check_float_dtype,
     check_positive_float,
 )
-from posenc.functional.angles import MAX_POSITION, exact_cos_sin, reduced_angles_unchecked, split_exact
+from posenc.functional.angles import (
+    MAX_POSITION,
+    exact_cos_sin,
+    reduced_angles_unchecked,
+    reduced_float_angles,
+    split_exact,
+)
 
 LAYOUTS = ("rows", "columns")
 #: Layouts of a table of positions on several axes (the last dimension of the positions).
@@ -139,7 +145,8 @@ def axis_codes(
     for a in order:
         coordinate = positions[..., a]  # [..., s]
         if coordinate.is_floating_point():
-            angle = coordinate[..., None] * pieces.sum(-1).to(coordinate.device)  # [..., s, D/2]
+            shape = (*coordinate.shape, pieces.shape[0])
+            angle = reduced_float_angles(coordinate[..., None].expand(shape), pieces)  # [..., s, D/2]
         else:
             angle = reduced_angles_unchecked(coordinate, pieces)
         sin, cos = angle.sin(), angle.cos()

@@ -17,8 +17,8 @@ the Triton kernel of :mod:`posenc.kernels.rope_triton` for CUDA tensors, the C k
 :mod:`posenc.kernels.rope_cpu` (``"native"``) for CPU tensors, forward and backward;
 ``backend="eager"`` forces the plain torch recipe, the reference the kernels are checked against.
 
-One idea per module: :mod:`.scalings` (frequencies and their scalings), :mod:`.axes` (frequencies on
-several axes), :mod:`.tables` (exact cos/sin), :mod:`.apply` (the dispatcher), :mod:`.layouts` (weight
+One idea per module: :mod:`.scalings` (frequencies and their scalings), :mod:`.frequencies` (each
+axis's frequencies as data), :mod:`.axes` (frequencies on several axes), :mod:`.tables` (exact cos/sin), :mod:`.apply` (the dispatcher), :mod:`.layouts` (weight
 permutations) and :mod:`.xpos`; every name is also here, where it has always been.
 """
 
@@ -37,6 +37,12 @@ from posenc.functional.rope.axes import (
     rope_mixed_cos_sin,
     rope_mixed_frequencies,
     rope_section_axes,
+)
+from posenc.functional.rope.frequencies import (
+    PAIR_LAYOUTS,
+    AxisFrequencies,
+    axes_spectrum,
+    geometric_frequencies,
 )
 from posenc.functional.rope.layouts import (
     interleaved_to_half_permutation,
@@ -62,6 +68,10 @@ from posenc.functional.rope.xpos import (
 )
 
 __all__ = [
+    "PAIR_LAYOUTS",
+    "AxisFrequencies",
+    "axes_spectrum",
+    "geometric_frequencies",
     "BACKENDS",
     "LAYOUTS",
     "SCALINGS",

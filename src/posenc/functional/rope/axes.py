@@ -17,8 +17,9 @@ from posenc._validation import (
 )
 from posenc.functional.rope.scalings import _default
 
-#: How a spectrum is split among axes (:func:`rope_section_axes`): Qwen2-VL's runs, Qwen3-VL's interleaving.
-SECTION_LAYOUTS = ("contiguous", "interleaved")
+#: How a spectrum is split among axes (:func:`rope_section_axes`): Qwen2-VL's runs, Qwen3-VL's interleaving,
+#: and time on the lowest frequencies after the spatial axes alternating (VideoRoPE, Ernie 4.5-VL).
+SECTION_LAYOUTS = ("contiguous", "interleaved", "time_last")
 
 
 def rope_axial_frequencies(
@@ -60,13 +61,19 @@ def rope_section_axes(sections: Sequence[int], *, layout: str = "contiguous") ->
       axis 1, and so on; the frequencies are the 1-D spectrum θ_k = base^(−2k/r) unchanged.
     - ``"interleaved"`` (Qwen3-VL): pair k turns with axis a = k mod n when a ≥ 1 and k < n·s_a, with
       axis 0 otherwise, so that every axis sees high and low frequencies.
+    - ``"time_last"`` (VideoRoPE's low-frequency temporal allocation, Wei et al., 2025,
+      https://arxiv.org/abs/2502.05173; Ernie 4.5-VL's ``[h w h w … t t t]``): the spatial axes 1 … n−1
+      take turns pair by pair over the highest frequencies (pair k < Σ_{a≥1} s_a turns with axis
+      1 + k mod (n − 1)), axis 0, time, the last s_0 pairs: the lowest frequencies. Every spatial axis
+      needs the same count.
 
     Returns:
         int64 ``[r/2]``.
 
     Raises:
         ValueError: non-positive section sizes (named), an unknown layout; with ``"interleaved"``,
-            sections that the interleaving cannot give (n·s_a > r/2 for an axis a ≥ 1).
+            sections that the interleaving cannot give (n·s_a > r/2 for an axis a ≥ 1); with
+            ``"time_last"``, fewer than two axes or spatial axes of different counts.
         TypeError: sections that are not a sequence of ints.
     """
     sections = check_positive_ints("sections", sections)
@@ -75,6 +82,14 @@ def rope_section_axes(sections: Sequence[int], *, layout: str = "contiguous") ->
     if layout == "contiguous":
         return torch.cat([torch.full((size,), a, dtype=torch.int64) for a, size in enumerate(sections)])
     k = torch.arange(pairs)
+    if layout == "time_last":
+        if n < 2 or len(set(sections[1:])) > 1:
+            raise ValueError(
+                f"time_last sections alternate the spatial axes pair by pair: give (time, s, s, …) with "
+                f"one count s for every spatial axis, got {sections}"
+            )
+        spatial = pairs - sections[0]
+        return torch.where(k < spatial, 1 + k % (n - 1), 0).to(torch.int64)
     axis = torch.zeros(pairs, dtype=torch.int64)
     for a in range(1, n):
         if n * sections[a] > pairs:
