@@ -82,3 +82,28 @@ def test_cosmos_rotates_as_diffusers_cosmos_rotary_pos_embed(head, fps):
     positions = video_positions((frames, height, width), fps=fps, base_fps=24)
     got, _ = rope.rotate(x, x, positions, positions)
     torch.testing.assert_close(got, expected, rtol=0, atol=2e-5)
+
+
+@pytest.mark.parametrize(("sizes", "max_size"), [((6, 4), 8), ((8, 8), 8), ((3, 7), 10)])
+def test_sd3_codes_are_diffusers_centre_cropped_patch_embed(sizes, max_size):
+    from diffusers.models.embeddings import PatchEmbed
+
+    from posenc.functional.normalized import sincos_grid_positions
+
+    embed = PatchEmbed(height=64, width=64, patch_size=8, embed_dim=32, pos_embed_max_size=max_size)
+    expected = embed.cropped_pos_embed(sizes[0] * 8, sizes[1] * 8)[0]  # [h·w, d]
+    positions = sincos_grid_positions(sizes, base_size=64 // 8, max_size=max_size)
+    codes = posenc.build("sinusoidal_2d", d_model=32).codes(positions)
+    torch.testing.assert_close(codes.float(), expected, rtol=0, atol=2e-6)
+
+
+@pytest.mark.parametrize(("sizes", "scale"), [((4, 4), 1.0), ((6, 3), 2.0)])
+def test_pixart_codes_are_diffusers_get_2d_sincos_pos_embed(sizes, scale):
+    from diffusers.models.embeddings import get_2d_sincos_pos_embed
+
+    from posenc.functional.normalized import sincos_grid_positions
+
+    expected = get_2d_sincos_pos_embed(32, sizes, base_size=4, interpolation_scale=scale, output_type="pt")
+    positions = sincos_grid_positions(sizes, base_size=4, interpolation_scale=scale)
+    codes = posenc.build("sinusoidal_2d", d_model=32).codes(positions)
+    torch.testing.assert_close(codes.float(), expected.float(), rtol=0, atol=2e-6)

@@ -61,3 +61,33 @@ def test_swin_v2_bias_is_timms_rel_pos_mlp_in_swin_mode(window, pretrained):
         ours.mlp[2].weight.copy_(theirs.mlp.fc2.weight)
         grid = grid_positions(window)
         torch.testing.assert_close(ours.bias(grid, grid), theirs.get_bias()[0], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("feat", "normalize", "periods", "augment"),
+    [
+        ((6, 4), "separate", None, False),
+        ((5, 7), "min", (0.5, 40.0), False),
+        ((4, 8), "max", None, True),
+        ((6, 6), "separate", (1.0, 100.0), True),
+    ],
+)
+def test_dinov3_rotates_as_timms_rotary_embedding_dinov3(feat, normalize, periods, augment):
+    from timm.layers.pos_embed_sincos import RotaryEmbeddingDinoV3
+
+    from posenc.functional.normalized import normalized_grid
+
+    dim, seed = 32, 11
+    bounds = {} if periods is None else {"min_period": periods[0], "max_period": periods[1]}
+    augmentation = {"shift_coords": 0.2, "jitter_coords": 1.5, "rescale_coords": 2.0} if augment else {}
+    theirs = RotaryEmbeddingDinoV3(dim, normalize_coords=normalize, **bounds, **augmentation)
+    theirs.train(augment)
+    torch.manual_seed(seed)  # their draws come from the global generator; ours from a seeded one
+    embed = theirs.get_embed(list(feat))
+    x = torch.randn(2, 3, feat[0] * feat[1], dim, generator=torch.Generator().manual_seed(1))
+    expected = apply_rot_embed_cat(x, embed, half=True)
+    ours = posenc.build("dinov3", d_head=dim, augmentation_seed=seed, **bounds, **augmentation)
+    ours.train(augment)
+    coordinates = normalized_grid(feat, by=normalize)
+    got, _ = ours.rotate(x, x, coordinates, coordinates)
+    torch.testing.assert_close(got, expected, rtol=0, atol=2e-5)

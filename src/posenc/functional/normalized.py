@@ -11,6 +11,8 @@ positions, :mod:`posenc.functional.randomized`).
 - :func:`diagonal_video_positions`: VideoRoPE's diagonal layout with adjustable temporal spacing
   (Wei et al., 2025, https://arxiv.org/abs/2502.05173), also HoPE's (Li et al., 2025,
   https://arxiv.org/abs/2505.20444) with its temporal scaling.
+- :func:`sincos_grid_positions`: PixArt's and SD3's coordinates for 2-D sin-cos codes (base size,
+  interpolation scale, SD3's centre crop of a larger table).
 - :class:`CoordinateAugmentation`: DINOv3's shift, jitter and rescale of the coordinates, drawn from a
   generator; the encodings draw once per training call and move queries and keys alike.
 
@@ -139,6 +141,42 @@ def diagonal_video_positions(
     return torch.stack((time, time + h - height / 2, time + w - width / 2), dim=-1).reshape(-1, 3)
 
 
+def sincos_grid_positions(
+    sizes: Sequence[int],
+    *,
+    base_size: float,
+    interpolation_scale: float = 1.0,
+    max_size: int | None = None,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """(row, column) coordinates of the 2-D sin-cos codes of PixArt and SD3 (diffusers' ``PatchEmbed``), float64
+    ``[h·w, 2]``, for :class:`~posenc.encodings.sinusoidal.SinusoidalGridEncoding`:
+
+    - PixArt (``max_size`` None): patch i of a side of n at i·base_size/(n·interpolation_scale): every
+      resolution spans the base grid's range (``base_size`` = the training latent's side in patches).
+    - SD3 (``max_size`` = ``pos_embed_max_size``): the table of a max_size × max_size grid, centre-cropped
+      to h × w: patch i at (top + i)·base_size/(max_size·interpolation_scale), top = ⌊(max_size − n)/2⌋.
+
+    Raises:
+        ValueError: an empty grid, a non-positive base_size or scale, a side larger than ``max_size``.
+    """
+    sizes = check_positive_ints("sizes", sizes)
+    if len(sizes) != 2:
+        raise ValueError(f"sizes must be (height, width) in patches, got {sizes}")
+    base_size = check_positive_float("base_size", base_size)
+    scale = check_positive_float("interpolation_scale", interpolation_scale)
+    axes = []
+    for name, side in zip(("height", "width"), sizes, strict=True):
+        index = torch.arange(side, dtype=torch.float64, device=device)
+        if max_size is None:
+            axes.append(index * base_size / (side * scale))
+            continue
+        if side > max_size:
+            raise ValueError(f"{name} {side} (in patches) is larger than max_size={max_size}")
+        axes.append((index + (max_size - side) // 2) * base_size / (max_size * scale))
+    return torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).reshape(-1, 2)
+
+
 def _factor(name: str, value: float | None) -> float | None:
     """A log-uniform range factor F (draws in [1/F, F]): None, or a finite F ≥ 1 (below 1 the range
     turns inside out; at or below 0 it would flip or collapse the axis)."""
@@ -215,5 +253,6 @@ __all__ = [
     "diagonal_video_positions",
     "fps_time_scale",
     "normalized_grid",
+    "sincos_grid_positions",
     "video_positions",
 ]
