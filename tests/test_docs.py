@@ -124,6 +124,10 @@ QUOTED = [
     ("sandwich", "precision", "distances up to 2^21 | ", "0.5"),
     ("golden_gate", "bounded", "norms kept (", "1.8e-15"),
     ("golden_gate", "relative", "moves (", "3.5e-15"),
+    ("string", "bounded", "norms kept (", "2.7e-15"),
+    ("string", "linear_map", "R(k + m) (", "1.1e-15"),
+    ("string", "relative", "*explicit* relative position (", "9.9e-16"),
+    ("string", "parameters", "learned parameters (", "528"),
     ("nope", "relative", "unchanged by a shift (", "0"),
 ]
 

@@ -74,6 +74,8 @@ from posenc.encodings.sinusoidal import (
     SinusoidalEncoding,
     SinusoidalGridEncoding,
 )
+from posenc.encodings.string import DESCRIPTION as STRING_DESCRIPTION
+from posenc.encodings.string import STRING
 from posenc.encodings.swin_v2 import DESCRIPTION as SWIN_V2_DESCRIPTION
 from posenc.encodings.swin_v2 import ContinuousPositionBias
 from posenc.encodings.transformer_xl import DESCRIPTION as TRANSFORMER_XL_DESCRIPTION
@@ -152,6 +154,7 @@ register("hope", HoPERotaryEncoding, HOPE_DESCRIPTION)
 register("xdrope", XDRotaryEncoding, XDROPE_DESCRIPTION)
 register("ernie_3d", ErnieRotaryEncoding, ERNIE_DESCRIPTION)
 register("golden_gate", GoldenGateRoPE, GOLDEN_GATE_DESCRIPTION)
+register("string", STRING, STRING_DESCRIPTION)
 
 
 def available() -> list[str]:
