@@ -16,8 +16,23 @@ D_MODEL, HEADS = 16, 2
 BLOCKED = {
     "shaw": lambda: posenc.build("shaw", d_head=8, max_distance=3),
     "shaw relative_key_query": lambda: posenc.build(
-        "shaw", d_head=8, variant="relative_key_query", max_len=40
+        "shaw", d_head=8, variant="relative_key_query", max_len=50
     ),
+    "transformer_xl": lambda: posenc.build("transformer_xl", d_model=D_MODEL, n_heads=HEADS),
+    "deberta": lambda: posenc.build(
+        "deberta", d_model=D_MODEL, n_heads=HEADS, position_buckets=8, max_relative_positions=20
+    ),
+    "deberta own projections, c2p": lambda: posenc.build(
+        "deberta",
+        d_model=D_MODEL,
+        n_heads=HEADS,
+        position_buckets=None,
+        max_relative_positions=6,
+        share_att_key=False,
+        terms=("c2p",),
+    ),
+    "fire": lambda: posenc.build("fire", n_heads=HEADS, hidden=6, threshold=12.0),
+    "cope": lambda: posenc.build("cope", d_head=8, npos_max=12, init_std=0.5),
 }
 
 
@@ -29,10 +44,24 @@ def _gradients(layer, x, positions, weight):
     return out.detach(), x.grad, {name: p.grad for name, p in layer.named_parameters()}
 
 
-@pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
-@pytest.mark.parametrize("kv_heads", [HEADS, 1], ids=["mha", "gqa"])
+def _positions(kind: str) -> torch.Tensor:
+    if kind == "consecutive":
+        return torch.arange(37) + 5  # [s]
+    generator = torch.Generator().manual_seed(3)  # gaps, each batch row its own: [b, s]
+    return torch.stack([torch.randperm(49, generator=generator)[:37].sort().values for _ in range(2)])
+
+
+#: (causal, key/value heads, positions): grouped heads, gaps and batched positions, bidirectional attention.
+CASES = [(True, HEADS, "consecutive"), (True, 1, "gapped"), (False, 1, "consecutive")]
+
+
+@pytest.mark.parametrize(
+    ("causal", "kv_heads", "positions"), CASES, ids=["causal", "gqa-gapped", "bidirectional"]
+)
 @pytest.mark.parametrize("name", list(BLOCKED))
-def test_blocked_terms_give_the_eager_outputs_and_gradients_in_float64(name, kv_heads, causal, monkeypatch):
+def test_blocked_terms_give_the_eager_outputs_and_gradients_in_float64(
+    name, kv_heads, causal, positions, monkeypatch
+):
     monkeypatch.setattr(query_blocked, "DEFAULT_BLOCK", 8)
     calls = []
     blocked = attention_module.query_blocked_attention
@@ -49,7 +78,7 @@ def test_blocked_terms_give_the_eager_outputs_and_gradients_in_float64(name, kv_
     generator = torch.Generator().manual_seed(2)
     x = torch.randn(2, 37, D_MODEL, dtype=torch.float64, generator=generator)
     weight = torch.randn(2, 37, D_MODEL, dtype=torch.float64, generator=generator)
-    positions = torch.arange(37) + 5
+    positions = _positions(positions)
     out, dx, dparams = _gradients(layers["eager"], x, positions, weight)
     calls_before = len(calls)
     got, got_dx, got_dparams = _gradients(layers["sdpa"], x, positions, weight)

@@ -11,6 +11,7 @@ from torch import nn
 from posenc._validation import check_float_tensor, check_nonnegative_float, check_positive_int
 from posenc.encodings.base import PositionalEncoding
 from posenc.encodings.description import Description
+from posenc.kernels.query_blocked import BlockTerms
 
 PAPER = (
     'Golovneva, Wang, Weston and Sukhbaatar, 2024, "Contextual Position Encoding: Learning to Count '
@@ -231,6 +232,32 @@ class ContextualPositionEncoding(PositionalEncoding):
         """
         positions = self.counted_positions(q, k)  # [b, h, i, j]
         return interpolate_position_logits(self.position_logits(q), positions)
+
+    def query_block_terms(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        q_positions: torch.Tensor,
+        k_positions: torch.Tensor,
+        *,
+        project: Callable | None = None,
+    ) -> BlockTerms:
+        """:meth:`score_terms` for one block of queries at a time (``posenc.kernels.query_blocked``): a
+        query's count reads only its own gates, so a block counts over the keys it sees, as the whole does."""
+        self._checked(q[:, :, :1], k)  # the shapes' checks, once
+        offset = k.shape[2] - q.shape[2]  # the queries are the last of the keys
+        limit = self.npos_max - 1
+
+        def block(q_rows, k_keys, rows, keys, table):
+            q_rows, k_keys = self._checked(q_rows, k_keys)  # [b, h, n, d], [b, h, m, d] in float32 at least
+            query = torch.arange(offset + rows.start, offset + rows.stop, device=q_rows.device)
+            key = torch.arange(keys.start, keys.stop, device=q_rows.device)
+            gates = torch.sigmoid(q_rows @ k_keys.transpose(-1, -2) / math.sqrt(self.d_head))  # [b, h, n, m]
+            gates = gates.masked_fill(key[None, :] > query[:, None], 0.0)
+            counts = gates.flip(-1).cumsum(dim=-1).flip(-1).clamp(max=limit)  # p_ij
+            return interpolate_position_logits(q_rows @ table.to(q_rows.dtype).T, counts)
+
+        return BlockTerms(block, (self.table,))
 
     def extra_repr(self) -> str:
         return f"d_head={self.d_head}, npos_max={self.npos_max}"

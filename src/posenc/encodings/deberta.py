@@ -26,6 +26,7 @@ from posenc._validation import (
 )
 from posenc.encodings.base import PositionalEncoding, query_key_positions
 from posenc.encodings.description import Description
+from posenc.kernels.query_blocked import BlockTerms
 
 #: The position terms DeBERTa adds to the content term q·k (transformers' ``pos_att_type``).
 TERMS = ("c2p", "p2c")
@@ -302,6 +303,43 @@ class DisentangledAttention(PositionalEncoding):
         if pos_query is not None:
             terms = terms + position_to_content(k, pos_query.to(k.dtype), index, h) / scale
         return terms
+
+    def query_block_terms(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        q_positions: torch.Tensor,
+        k_positions: torch.Tensor,
+        *,
+        project: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None,
+    ) -> BlockTerms:
+        """:meth:`score_terms` for one block of queries at a time (``posenc.kernels.query_blocked``): each
+        block forms its queries' q·K_rᵀ, its keys' k·Q_rᵀ and the content correction, and gathers its
+        pairs' rows δ(i, j)."""
+        b, h, _, d = q.shape
+        h_kv = k.shape[1]
+        if h != self.n_heads or d != self.d_head or h % h_kv:
+            raise ValueError(
+                f"DeBERTa's terms take q [b, n_heads={self.n_heads}, i, d_head={self.d_head}] and k with a "
+                f"divisor of n_heads as heads, got q {tuple(q.shape)} and k {tuple(k.shape)}"
+            )
+        q_positions, k_positions = query_key_positions(q, k, q_positions, k_positions)
+        pos_query, pos_key = self.position_heads(project)  # [h, 2S, d] each, or None
+        scale = 1 / math.sqrt(d * self.scale_factor)
+        content = (1 / math.sqrt(self.scale_factor) - 1) / math.sqrt(d)
+        tensors = tuple(t.to(q.dtype) for t in (pos_key, pos_query) if t is not None)
+
+        def block(q_rows, k_keys, rows, keys, *tensors):
+            index = self.relative_index(q_positions[..., rows], k_positions[..., keys])  # [(b,) n, m]
+            index = index.unsqueeze(-3) if index.dim() == 3 else index  # [(b, 1,) n, m]
+            terms = _grouped_scores(q_rows, k_keys) * content
+            if pos_key is not None:
+                terms = terms + content_to_position(q_rows, tensors[0], index) * scale
+            if pos_query is not None:
+                terms = terms + position_to_content(k_keys, tensors[-1], index, h) * scale
+            return terms
+
+        return BlockTerms(block, tensors)
 
     def extra_repr(self) -> str:
         return (

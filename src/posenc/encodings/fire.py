@@ -27,6 +27,7 @@ from posenc._validation import (
 )
 from posenc.encodings.base import PositionalEncoding
 from posenc.encodings.description import Description
+from posenc.kernels.query_blocked import BlockTerms
 
 #: The authors' defaults (the paper's reference implementation): c, the threshold L, the hidden width,
 #: and the constant added to the normaliser.
@@ -179,6 +180,33 @@ class FIRE(PositionalEncoding):
         x = self.inputs(q_positions, k_positions)  # [(b,) i, j]
         values = self.head_values(x)  # [h, (b,) i, j]
         return values if x.dim() == 2 else values.movedim(0, 1)
+
+    def query_block_terms(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        q_positions: torch.Tensor,
+        k_positions: torch.Tensor,
+        *,
+        project=None,
+    ) -> BlockTerms:
+        """:meth:`bias` for one block of queries at a time (``posenc.kernels.query_blocked``): the MLP's
+        pieces (:func:`relu_mlp_pieces`) are formed once, each block's inputs and values per pair."""
+        q_positions, k_positions = pair_positions(q_positions, k_positions)
+        dtype = torch.promote_types(self.mlp[0].weight.dtype, torch.float32)
+        crossings, slopes, intercepts = relu_mlp_pieces(self.mlp[0], self.mlp[2])
+        eps = self.eps
+
+        def block(q_rows, k_keys, rows, keys, slopes, intercepts, c, threshold):
+            x = fire_inputs(
+                q_positions[..., rows], k_positions[..., keys], c, threshold, eps=eps
+            )  # [(b,) n, m]
+            piece = torch.searchsorted(crossings, x.detach().contiguous())  # [(b,) n, m]
+            values = torch.addcmul(intercepts[:, piece], slopes[:, piece], x.to(dtype))  # [h, (b,) n, m]
+            return values if x.dim() == 2 else values.movedim(0, 1)
+
+        tensors = (slopes.to(dtype), intercepts.to(dtype), self.c.abs(), self.threshold())
+        return BlockTerms(block, tensors)
 
     def extra_repr(self) -> str:
         sizes = f"n_heads={self.n_heads}, hidden={self.hidden}"

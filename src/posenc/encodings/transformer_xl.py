@@ -49,6 +49,7 @@ from posenc.encodings.base import PositionalEncoding, query_key_positions
 from posenc.encodings.description import Description
 from posenc.functional.angles import reduced_angles_unchecked
 from posenc.functional.sinusoidal import sinusoidal_frequency_pieces, sinusoidal_table
+from posenc.kernels.query_blocked import BlockTerms
 
 #: The reference code's initialisation: every weight N(0, 0.02) (``--init normal --init_std 0.02``).
 INIT_STD = 0.02
@@ -198,11 +199,47 @@ class TransformerXLRelative(PositionalEncoding):
             position = per_distance.gather(-1, index.expand(*per_distance.shape[:3], k.shape[2]))
         return (position + self.key_bias_term(k, q.shape[1])) / math.sqrt(self.d_head)
 
-    def key_bias_term(self, k: torch.Tensor, n_heads: int) -> torch.Tensor:
+    def query_block_terms(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        q_positions: torch.Tensor,
+        k_positions: torch.Tensor,
+        *,
+        project: Callable | None = None,
+    ) -> BlockTerms:
+        """:meth:`score_terms` for one block of queries at a time (``posenc.kernels.query_blocked``): W_{k,R}R
+        is projected once for every distance present, each block multiplies its queries by the columns
+        of its own distances and reads its pairs by the rel-shift (or the index)."""
+        q, k = self._checked_heads(q, k)
+        q_positions, k_positions = pair_positions(*query_key_positions(q, k, q_positions, k_positions))
+        top, width, index = self.distance_columns(q_positions, k_positions)
+        distances = top.unsqueeze(-1) - torch.arange(width, device=top.device)  # [(b,) D]
+        n_queries, scale, n_heads = q.shape[2], 1 / math.sqrt(self.d_head), q.shape[1]
+
+        def block(q_rows, k_keys, rows, keys, projected, u, v):
+            query = q_rows + v.unsqueeze(-2)  # q_i + v: [b, h, n, d]
+            if (
+                index is None
+            ):  # consecutive: the block's pairs read columns N − rows.stop … N − 1 − rows.start + m − 1
+                first = n_queries - rows.stop
+                width = rows.stop - rows.start + keys.stop - keys.start - 1
+                per_distance = query @ projected[..., first : first + width]  # [b, h, n, n + m − 1]
+                position = skew(per_distance, keys.stop - keys.start)  # [b, h, n, m]
+            else:
+                at = index[..., rows, keys]  # [(b,) n, m]
+                at = at.unsqueeze(-3) if at.dim() == 3 else at
+                per_distance = query @ projected  # [b, h, n, D]
+                position = per_distance.gather(-1, at.expand(*per_distance.shape[:3], at.shape[-1]))
+            return (position + self.key_bias_term(k_keys, n_heads, u)) * scale
+
+        return BlockTerms(block, (self.projected(distances, q.dtype), self.u.to(q.dtype), self.v.to(q.dtype)))
+
+    def key_bias_term(self, k: torch.Tensor, n_heads: int, u: torch.Tensor | None = None) -> torch.Tensor:
         """u·k_j for every query head: ``[b, h, 1, j]`` from keys ``[b, h_kv, j, d]`` (grouped heads
-        read their key head, as attention does)."""
+        read their key head, as attention does); ``u`` ``[h, d]``: the encoding's own by default."""
         b, h_kv, j, d = k.shape
-        u = self.u.to(k.dtype).view(h_kv, n_heads // h_kv, d)  # [h_kv, groups, d]
+        u = (self.u if u is None else u).to(k.dtype).view(h_kv, n_heads // h_kv, d)  # [h_kv, groups, d]
         return torch.einsum("bgjd,gnd->bgnj", k, u).reshape(b, n_heads, 1, j)
 
     def _checked_heads(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

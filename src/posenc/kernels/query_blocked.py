@@ -160,7 +160,7 @@ class _QueryBlocked(torch.autograd.Function):
                 reduce = [dim for dim in range(4) if _as_4d(term).shape[dim] == 1 and ds.shape[dim] > 1]
                 g_term = (ds.sum(dim=reduce, keepdim=True) if reduce else ds).view(term.shape).to(term.dtype)
                 found = torch.autograd.grad(term, [x for x, _ in wanted], g_term, allow_unused=True)
-                for (x, n), g in zip(wanted, found):
+                for (x, n), g in zip(wanted, found, strict=True):
                     if g is None:
                         continue
                     if x is q_rows:
