@@ -149,8 +149,10 @@ class RotaryEncoding(PositionalEncoding):
         scheme: the frequencies as a ready :class:`~posenc.encodings.rope_schemes.RotaryScheme` instead of
             the arguments above that describe one (a preset with a scheme of its own, as HoPE's).
 
-    Integer positions give exact angles on every axis; float coordinates (axes, sections, mixed) are
-    used as given with the angle computed in float64 (see :func:`~posenc.functional.rope_cos_sin`).
+    Integer positions give exact angles on every axis; float coordinates (axes, sections, frequencies) are
+    used as given, their angles reduced as exactly as integers
+    (:func:`~posenc.functional.angles.reduced_float_angles`); RoPE-Mixed's are float64 products, which
+    carry the gradient to its frequencies.
     """
 
     kind = "rotary"

@@ -79,7 +79,7 @@ def sinusoidal_table(
         layout: ``"rows"`` gives ``[..., T, d_model]``, one row per position (seed 003's T×d);
             ``"columns"`` gives ``[..., d_model, T]``, one column per position (the d×n matrix P).
             On several axes, positions ``[..., s, n]`` (integer: exact; float: used as given, angles
-            in float64) and ``[..., s, d_model]`` codes: ``"mae"``, MAE's 2-D table (d/n channels per
+            reduced as exactly) and ``[..., s, d_model]`` codes: ``"mae"``, MAE's 2-D table (d/n channels per
             axis, the last axis first as MAE's meshgrid puts w before h, sines then cosines in each),
             or ``"axes"``, the code above per axis (axes in order).
 

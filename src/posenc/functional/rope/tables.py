@@ -28,7 +28,8 @@ def rope_cos_sin(
     The angle is reduced modulo 2π exactly (:mod:`posenc.functional.angles`) from the float64
     frequencies, so float32 values are within one rounding of the exact ones at any position < 2^27.
     On several axes (``axis`` given) frequency k turns with coordinate ``axis[k]`` of each position:
-    integer coordinates stay exact, float ones are used as given with the angle in float64.
+    integer coordinates stay exact, float ones are used as given with their angles reduced as exactly
+    (:func:`~posenc.functional.angles.reduced_float_angles`).
 
     Args:
         positions: integer positions ``[s]`` or ``[b, s]`` (or an int length); with ``axis``,
