@@ -107,3 +107,30 @@ def test_pixart_codes_are_diffusers_get_2d_sincos_pos_embed(sizes, scale):
     positions = sincos_grid_positions(sizes, base_size=4, interpolation_scale=scale)
     codes = posenc.build("sinusoidal_2d", d_model=32).codes(positions)
     torch.testing.assert_close(codes.float(), expected.float(), rtol=0, atol=2e-6)
+
+
+def test_sd3_and_pixart_are_options_of_the_2d_sincos_reading_patch_indices():
+    from diffusers.models.embeddings import PatchEmbed, get_2d_sincos_pos_embed
+
+    from posenc.functional import grid_positions
+
+    sd3 = posenc.build("sinusoidal_2d", d_model=32, base_size=8, max_size=10, grid=(6, 4))
+    embed = PatchEmbed(height=64, width=64, patch_size=8, embed_dim=32, pos_embed_max_size=10)
+    for sizes, encoding in (((6, 4), sd3), ((3, 9), sd3.for_grid((6, 4), (3, 9)))):
+        expected = embed.cropped_pos_embed(sizes[0] * 8, sizes[1] * 8)[0]
+        codes = encoding.codes(grid_positions(sizes))
+        torch.testing.assert_close(codes.float(), expected, rtol=0, atol=2e-6)
+    pixart = posenc.build("sinusoidal_2d", d_model=32, base_size=4, interpolation_scale=2.0, grid=(6, 3))
+    expected = get_2d_sincos_pos_embed(32, (6, 3), base_size=4, interpolation_scale=2.0, output_type="pt")
+    torch.testing.assert_close(pixart.codes(grid_positions((6, 3))).float(), expected.float(), rtol=0, atol=2e-6)
+
+
+def test_the_2d_sincos_options_refuse_what_they_cannot_place():
+    with pytest.raises(ValueError, match="max_size place patches for base_size"):
+        posenc.build("sinusoidal_2d", d_model=32, max_size=8)
+    with pytest.raises(ValueError, match=r"give grid=\(height, width\)"):
+        posenc.build("sinusoidal_2d", d_model=32, base_size=8)
+    with pytest.raises(ValueError, match="height 12 .* larger than max_size=8"):
+        posenc.build("sinusoidal_2d", d_model=32, base_size=8, max_size=8, grid=(12, 4))
+    with pytest.raises(ValueError, match="integer patch indices"):
+        posenc.build("sinusoidal_2d", d_model=32, base_size=8, grid=(2, 2)).codes(torch.zeros(4, 2))

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Sequence
+
 import torch
 
 from posenc._validation import check_choice, check_even_positive_int, check_positive_float, check_positive_int
 from posenc.encodings.additive import AdditiveEncoding
 from posenc.encodings.description import Description, SeedRow
 from posenc.functional.angles import exact_cos_sin, reduced_angles, reduced_angles_unchecked
+from posenc.functional.normalized import sincos_grid_scale
 from posenc.functional.sinusoidal import (
     AXIS_LAYOUTS,
     axis_codes,
@@ -165,10 +169,73 @@ class SinusoidalGridEncoding(SinusoidalEncoding):
     :class:`SinusoidalEncoding` with ``axes=2, layout="mae"``: half the width codes the patch's column,
     half its row, sines then cosines. Positions ``[s, 2]`` or ``[b, s, 2]`` (row, column), e.g.
     :func:`posenc.functional.grid_positions`; integer or fractional (diffusers' interpolation scale).
+
+    PixArt's and SD3's codes (diffusers' ``PatchEmbed``; Chen et al., 2023, https://arxiv.org/abs/2310.00426;
+    Esser et al., 2024, https://arxiv.org/abs/2403.03206): with ``base_size`` (the training latent's side in
+    patches), ``interpolation_scale`` and, for SD3, ``max_size`` (``pos_embed_max_size``: a centre crop of
+    its table), integer patch indices of the ``grid`` (h, w) are placed as
+    :func:`~posenc.functional.normalized.sincos_grid_scale` says; ``for_grid`` gives the encoding of
+    another resolution.
     """
 
-    def __init__(self, d_model: int, *, axes: int = 2, layout: str = "mae", **kwargs) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        axes: int = 2,
+        layout: str = "mae",
+        base_size: float | None = None,
+        interpolation_scale: float = 1.0,
+        max_size: int | None = None,
+        grid: Sequence[int] | None = None,
+        **kwargs,
+    ) -> None:
         super().__init__(d_model, axes=axes, layout=layout, **kwargs)
+        self.base_size, self.interpolation_scale, self.max_size = base_size, interpolation_scale, max_size
+        self.grid = None if grid is None else tuple(grid)
+        self.grid_scale = None  # (offset, factor) per axis, or None: positions are used as given
+        if base_size is None:
+            given = {"interpolation_scale": interpolation_scale != 1.0, "max_size": max_size, "grid": grid}
+            named = [name for name, value in given.items() if value not in (None, False)]
+            if named:
+                raise ValueError(f"{', '.join(named)} place patches for base_size=…; give base_size too")
+            return
+        if self.axes != 2 or self.grid is None:
+            raise ValueError(
+                f"base_size places the patches of a 2-D grid: give grid=(height, width), got axes={self.axes}, "
+                f"grid={grid!r}"
+            )
+        self.grid_scale = sincos_grid_scale(
+            self.grid, base_size=base_size, interpolation_scale=interpolation_scale, max_size=max_size
+        )
+
+    def codes(self, positions: torch.Tensor) -> torch.Tensor:
+        if self.grid_scale is None:
+            return super().codes(positions)
+        if positions.is_floating_point():
+            raise ValueError(
+                "with base_size, positions are integer patch indices (row, column) of the grid, which the "
+                f"encoding places itself; got {positions.dtype} coordinates"
+            )
+        offset, factor = (
+            torch.tensor(v, dtype=torch.float64, device=positions.device) for v in self.grid_scale
+        )
+        return super().codes((positions.to(torch.float64) + offset) * factor)  # [..., s, d]
+
+    def for_grid(self, trained: tuple[int, ...], grid: tuple[int, ...]) -> SinusoidalGridEncoding:
+        """With ``base_size``: the same codes placed for patches of ``grid`` (PixArt's and SD3's other
+        resolutions); otherwise itself."""
+        if self.grid_scale is None:
+            return self
+        moved = copy.deepcopy(self)
+        moved.grid = tuple(grid)
+        moved.grid_scale = sincos_grid_scale(
+            moved.grid,
+            base_size=self.base_size,
+            interpolation_scale=self.interpolation_scale,
+            max_size=self.max_size,
+        )
+        return moved
 
 
 #: What posenc says about :class:`SinusoidalGridEncoding` (``register`` takes it with the class).

@@ -141,6 +141,40 @@ def diagonal_video_positions(
     return torch.stack((time, time + h - height / 2, time + w - width / 2), dim=-1).reshape(-1, 3)
 
 
+def sincos_grid_scale(
+    sizes: Sequence[int],
+    *,
+    base_size: float,
+    interpolation_scale: float = 1.0,
+    max_size: int | None = None,
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """``(offset, factor)`` per axis with which PixArt's and SD3's 2-D sin-cos codes (diffusers'
+    ``PatchEmbed``) place patch i of an h × w grid at (i + offset)·factor:
+
+    - PixArt (``max_size`` None): offset 0, factor base_size/(n·interpolation_scale): every resolution
+      spans the base grid's range (``base_size`` = the training latent's side in patches).
+    - SD3 (``max_size`` = ``pos_embed_max_size``): the table of a max_size × max_size grid, centre-cropped
+      to h × w: offset ⌊(max_size − n)/2⌋, factor base_size/(max_size·interpolation_scale).
+
+    Raises:
+        ValueError: an empty grid or one not 2-D, a non-positive base_size, scale or max_size, a side
+            larger than ``max_size`` (named).
+    """
+    sizes = check_positive_ints("sizes", sizes)
+    if len(sizes) != 2:
+        raise ValueError(f"sizes must be (height, width) in patches, got {sizes}")
+    base_size = check_positive_float("base_size", base_size)
+    scale = check_positive_float("interpolation_scale", interpolation_scale)
+    if max_size is None:
+        return (0.0, 0.0), tuple(base_size / (side * scale) for side in sizes)
+    max_size = check_positive_ints("max_size", (max_size,))[0]
+    for name, side in zip(("height", "width"), sizes, strict=True):
+        if side > max_size:
+            raise ValueError(f"{name} {side} (in patches) is larger than max_size={max_size}")
+    offsets = tuple(float((max_size - side) // 2) for side in sizes)
+    return offsets, (base_size / (max_size * scale),) * 2
+
+
 def sincos_grid_positions(
     sizes: Sequence[int],
     *,
@@ -149,31 +183,17 @@ def sincos_grid_positions(
     max_size: int | None = None,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
-    """(row, column) coordinates of the 2-D sin-cos codes of PixArt and SD3 (diffusers' ``PatchEmbed``), float64
-    ``[h·w, 2]``, for :class:`~posenc.encodings.sinusoidal.SinusoidalGridEncoding`:
-
-    - PixArt (``max_size`` None): patch i of a side of n at i·base_size/(n·interpolation_scale): every
-      resolution spans the base grid's range (``base_size`` = the training latent's side in patches).
-    - SD3 (``max_size`` = ``pos_embed_max_size``): the table of a max_size × max_size grid, centre-cropped
-      to h × w: patch i at (top + i)·base_size/(max_size·interpolation_scale), top = ⌊(max_size − n)/2⌋.
-
-    Raises:
-        ValueError: an empty grid, a non-positive base_size or scale, a side larger than ``max_size``.
-    """
-    sizes = check_positive_ints("sizes", sizes)
-    if len(sizes) != 2:
-        raise ValueError(f"sizes must be (height, width) in patches, got {sizes}")
-    base_size = check_positive_float("base_size", base_size)
-    scale = check_positive_float("interpolation_scale", interpolation_scale)
-    axes = []
-    for name, side in zip(("height", "width"), sizes, strict=True):
-        index = torch.arange(side, dtype=torch.float64, device=device)
-        if max_size is None:
-            axes.append(index * base_size / (side * scale))
-            continue
-        if side > max_size:
-            raise ValueError(f"{name} {side} (in patches) is larger than max_size={max_size}")
-        axes.append((index + (max_size - side) // 2) * base_size / (max_size * scale))
+    """(row, column) coordinates of PixArt's and SD3's 2-D sin-cos codes (:func:`sincos_grid_scale`),
+    row-major, float64 ``[h·w, 2]``, for :class:`~posenc.encodings.sinusoidal.SinusoidalGridEncoding`
+    (whose ``base_size``, ``interpolation_scale`` and ``max_size`` options map integer patch indices so)."""
+    offsets, factors = sincos_grid_scale(
+        sizes, base_size=base_size, interpolation_scale=interpolation_scale, max_size=max_size
+    )
+    sizes = tuple(sizes)
+    axes = [
+        (torch.arange(side, dtype=torch.float64, device=device) + offset) * factor
+        for side, offset, factor in zip(sizes, offsets, factors, strict=True)
+    ]
     return torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).reshape(-1, 2)
 
 
@@ -254,5 +274,6 @@ __all__ = [
     "fps_time_scale",
     "normalized_grid",
     "sincos_grid_positions",
+    "sincos_grid_scale",
     "video_positions",
 ]
