@@ -128,6 +128,9 @@ QUOTED = [
     ("string", "linear_map", "R(k + m) (", "1.1e-15"),
     ("string", "relative", "*explicit* relative position (", "9.9e-16"),
     ("string", "parameters", "learned parameters (", "528"),
+    ("liere", "bounded", "norms kept (", "3.7e-13"),
+    ("liere", "relative", "moves the logits (", "0.75"),
+    ("liere", "parameters", "learned parameters (", "224"),
     ("nope", "relative", "unchanged by a shift (", "0"),
 ]
 

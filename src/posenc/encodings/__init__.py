@@ -34,6 +34,8 @@ from posenc.encodings.kerple import DESCRIPTION as KERPLE_DESCRIPTION
 from posenc.encodings.kerple import Kerple
 from posenc.encodings.learned import DESCRIPTION as LEARNED_DESCRIPTION
 from posenc.encodings.learned import LearnedEncoding
+from posenc.encodings.liere import DESCRIPTION as LIERE_DESCRIPTION
+from posenc.encodings.liere import LieRE
 from posenc.encodings.nope import DESCRIPTION as NOPE_DESCRIPTION
 from posenc.encodings.nope import NoPE
 from posenc.encodings.rope import DESCRIPTION as ROPE_DESCRIPTION
@@ -155,6 +157,7 @@ register("xdrope", XDRotaryEncoding, XDROPE_DESCRIPTION)
 register("ernie_3d", ErnieRotaryEncoding, ERNIE_DESCRIPTION)
 register("golden_gate", GoldenGateRoPE, GOLDEN_GATE_DESCRIPTION)
 register("string", STRING, STRING_DESCRIPTION)
+register("liere", LieRE, LIERE_DESCRIPTION)
 
 
 def available() -> list[str]:

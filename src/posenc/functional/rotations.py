@@ -54,9 +54,23 @@ def block_rotate(x: torch.Tensor, rotation: torch.Tensor) -> torch.Tensor:
         ``[b, h, s, d]``: block c of channels becomes rotation[..., c, :, :] @ x_c.
     """
     blocks, size = rotation.shape[-3], rotation.shape[-1]
-    grouped = x.unflatten(-1, (blocks, size))  # [b, h, s, n_blocks, B]
-    turned = torch.einsum("bhscij,bhscj->bhsci", rotation.to(x.dtype), grouped)
+    grouped = x.unflatten(-1, (blocks, size)).unsqueeze(-2)  # [b, h, s, n_blocks, 1, B]
+    turned = (rotation.to(x.dtype) * grouped).sum(-1)  # [b, h, s, n_blocks, B]: broadcast over b and h
     return turned.flatten(-2)
+
+
+def coordinate_exponential(positions: torch.Tensor, generators: torch.Tensor) -> torch.Tensor:
+    """exp(Σ_a x_a·G_a) per token and block, float64 ``[b or 1, 1, s, n_blocks, B, B]`` (one map for every
+    head), for coordinates x ``[s, n]`` or ``[b, s, n]`` and generators G ``[n, n_blocks, B, B]``.
+
+    Skew-symmetric generators give rotations; where they commute (one axis, or ComRoPE's), the map of a
+    sum of coordinates is the product of the maps, so R(x)ᵀ·R(y) = R(y − x).
+    """
+    coordinates = positions.to(torch.float64)
+    if coordinates.dim() == 2:
+        coordinates = coordinates[None]  # [1, s, n]
+    generator = torch.einsum("bsn,ncij->bscij", coordinates, generators.to(torch.float64))
+    return torch.linalg.matrix_exp(generator).unsqueeze(1)  # [b or 1, 1, s, n_blocks, B, B]
 
 
 def directional_angles(positions: torch.Tensor, directions: torch.Tensor) -> torch.Tensor:
