@@ -44,6 +44,7 @@ from posenc._validation import check_bool, check_positive_int, row_shapes, same_
 from posenc.backends import ATTENTION, check_backend
 from posenc.encodings import PositionalEncoding, build
 from posenc.encodings.base import query_key_positions, resolve_positions
+from posenc.encodings.views import view
 from posenc.kernels.blocked import biased_attention, differentiable
 from posenc.kernels.per_distance import per_distance_attention
 from posenc.kernels.query_blocked import query_blocked_attention
@@ -290,7 +291,12 @@ class MultiHeadAttention(nn.Module):
             # A bias of i − j alone, at consecutive positions: SDPA reads it as a strided view of one
             # per-distance table (posenc.kernels.per_distance), with no [h, i, j] tensor.
             return per_distance_attention(
-                q, k, v, self.encoding.distance_bias, causal=self.causal, scale=self._scale()
+                q,
+                k,
+                v,
+                functools.partial(view, self.encoding, "distance_bias"),
+                causal=self.causal,
+                scale=self._scale(),
             )
         bias = _sum(self.encoding.bias(q_positions, k_positions), terms)  # [(b,) h, i, j] or None
         if self.backend == "eager":

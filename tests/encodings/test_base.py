@@ -8,6 +8,7 @@ from torch import nn
 
 from posenc.encodings import PositionalEncoding, describe
 from posenc.encodings.base import SPECIMEN_MODEL
+from posenc.encodings.views import frequencies, view
 
 
 class Plain(PositionalEncoding):
@@ -46,8 +47,12 @@ def test_the_default_hooks_change_nothing():
     encoding, x, q = Plain(4), torch.randn(2, 3, 4), torch.randn(1, 2, 3, 4)
     assert encoding.embed(x) is x and encoding.rotate(q, q) == (q, q)
     assert encoding.bias(torch.arange(3), torch.arange(3)) is None and encoding.score_mod() is None
-    assert encoding.distance_bias(torch.arange(3)) is None and encoding.score_terms(q, q, None, None) is None
-    assert encoding.codes(torch.arange(3)) is None and encoding.frequencies() is None
+    assert encoding.score_terms(q, q, None, None) is None and encoding.views == frozenset()
+    assert (
+        view(encoding, "distance_bias", torch.arange(3)) is None
+        and view(encoding, "codes", torch.arange(3)) is None
+    )
+    assert frequencies(encoding) is None
     assert encoding.count_parameters(8, 4, 2) == 0 and not encoding.acts_in_attention
 
 

@@ -10,6 +10,7 @@ import posenc
 from posenc.analysis import specimen
 from posenc.encodings import ENCODINGS, VIEWS, PositionalEncoding, describe
 from posenc.encodings.base import NOT_DECLARED, PLACES, RotarySpectrum
+from posenc.encodings.views import frequencies, view
 
 #: Settings whose views differ from the specimen's: frequencies that follow the length, a rotation per head,
 #: codes on two axes, one-sided buckets.
@@ -33,18 +34,24 @@ def _given(encoding: PositionalEncoding) -> set[str]:
     """The views whose method gives something (not None) at position 0 (or a window's first token)."""
     origin = encoding.along_line(torch.arange(1))
     q = torch.randn(1, encoding.n_heads or 1, 3, encoding.d_head or 8)
+    calls = {
+        "codes": ("codes", (origin,)),
+        "rotation_tables": ("rotation_tables", (origin,)),
+        "frequencies": ("frequency_pieces", ()),
+        "rotary_spectrum": ("rotary_spectrum", ()),
+        "bias": ("bias", (origin, origin)),
+        "distance_bias": ("distance_bias", (torch.arange(1),)),
+        "bucketing": ("bucketing", ()),
+        "bucket_table": ("bucket_table", ()),
+        "offset_table": ("offset_table", ()),
+        "counted_positions": ("counted_positions", (q, q)),
+        "closed_form_dot": ("closed_form_dot", (torch.arange(2),)),
+        "shift_map": ("shift_map", (1,)),
+    }
     with torch.no_grad():
         answers = {
-            "codes": encoding.codes(origin),
-            "rotation_tables": encoding.rotation_tables(origin),
-            "frequencies": encoding.frequencies(),
-            "rotary_spectrum": encoding.rotary_spectrum(),
-            "bias": encoding.bias(origin, origin),
-            "distance_bias": encoding.distance_bias(torch.arange(1)),
-            "bucketing": encoding.bucketing(),
-            "bucket_table": encoding.bucket_table(),
-            "offset_table": encoding.offset_table(),
-            "counted_positions": encoding.counted_positions(q, q),
+            view: getattr(encoding, method)(*args) if hasattr(encoding, method) else None
+            for view, (method, args) in calls.items()
         }
     assert set(answers) == set(VIEWS)
     return {view for view, answer in answers.items() if answer is not None}
@@ -102,17 +109,20 @@ def test_an_encoding_that_declares_no_views_gives_those_whose_method_it_defines(
     assert ScoreModOnly().views == {"bias"}  # its bias is derived from the score_mod
 
 
-def test_a_class_attribute_declares_the_views_and_the_base_methods_give_none():
+def test_a_class_attribute_declares_the_views_and_undeclared_views_read_as_none():
     class Narrowed(Codes):
         views = frozenset({"codes"})
 
-    assert Narrowed().views == {"codes"}
+    narrowed = Narrowed()
+    assert narrowed.views == {"codes"} and frequencies(narrowed) is None  # defined, but not declared
+    assert view(narrowed, "codes", torch.arange(2)).tolist() == [[0.0], [1.0]]
     base = Nothing()
-    assert base.offset_table() is None and base.bucketing() is None and base.bucket_table() is None
-    assert (
-        base.rotary_spectrum() is None
-        and base.counted_positions(torch.ones(1, 1, 2, 4), torch.ones(1, 1, 2, 4)) is None
-    )
+    assert all(not hasattr(base, name) for name in VIEWS if name != "bias")  # the base defines no view
+    assert view(base, "offset_table") is None and view(base, "bucketing") is None
+    q = torch.ones(1, 1, 2, 4)
+    assert view(base, "rotary_spectrum") is None and view(base, "counted_positions", q, q) is None
+    with pytest.raises(ValueError, match="unknown view 'tables'"):
+        view(base, "tables")
 
 
 @pytest.mark.parametrize("views", [frozenset({"codes", "tables"}), ("codes",)])

@@ -10,6 +10,7 @@ import torch
 
 from posenc._validation import check_positive_int
 from posenc.encodings import PositionalEncoding
+from posenc.encodings.views import view
 
 #: The sample sentence: two short sentences, so that a gate which learned to count "." would count 2.
 SAMPLE_SENTENCE = ("the", "cat", "sat", "on", "the", "mat", ".", "then", "it", "slept", ".")
@@ -45,7 +46,7 @@ def sentence_counts(
     width: int = SAMPLE_WIDTH,
     seed: int = 0,
 ) -> CountedPositions:
-    """The positions ``encoding.counted_positions(q, k)`` gives the last query of ``words``, against
+    """The positions the ``counted_positions`` view gives the last query of ``words``, against
     the token count s − j, with one head whose q and k come from a fixed random embedding of each word
     and fixed random projections (drawn from ``seed``: an untrained stand-in for a model's).
 
@@ -61,7 +62,7 @@ def sentence_counts(
     d_head = encoding.d_head or 16
     q, k = _projections(words, d_head, check_positive_int("width", width), seed)
     with torch.no_grad():
-        counted = encoding.counted_positions(q, k)[0, 0, -1]  # [s]: the last query to every key
+        counted = view(encoding, "counted_positions", q, k)[0, 0, -1]  # [s]: the last query to every key
     counted = counted.to(torch.float64)
     token_count = torch.arange(len(words), 0, -1, dtype=torch.float64)  # s − j
     return CountedPositions(words, counted, token_count)

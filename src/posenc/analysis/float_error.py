@@ -8,6 +8,8 @@ import torch
 from posenc.analysis.precision import RECIPES
 from posenc.analysis.property import Property, _at_most, _not_applicable, _worst
 from posenc.encodings import PositionalEncoding
+from posenc.encodings.views import frequencies as frequencies_of
+from posenc.encodings.views import frequency_pieces, view
 from posenc.functional.angles import exact_cos_sin, split_frequencies
 
 #: Largest position (exclusive) of the precision check, the DESIGN precision goal.
@@ -85,7 +87,7 @@ def _code_precision(encoding: PositionalEncoding, positions: torch.Tensor) -> Pr
     """The float32 codes ``embed`` adds against the exact sin/cos of the encoding's frequencies."""
     if "frequencies" not in encoding.views:
         return _not_applicable("precision", "no exact reference for its codes (they are not sin/cos pairs)")
-    cos, sin = exact_cos_sin(positions, encoding.frequency_pieces())  # [n, d/2] float64
+    cos, sin = exact_cos_sin(positions, frequency_pieces(encoding))  # [n, d/2] float64
     exact = torch.stack((sin, cos), dim=-1).flatten(-2)  # [n, d]: sin at 2k, cos at 2k+1
     approx = torch.cat(
         [
@@ -107,7 +109,7 @@ def _rotation_precision(encoding: PositionalEncoding, positions: torch.Tensor) -
     """The rotation's cos/sin tables in float32 against the exact ones, beside the float32-angle recipe."""
     if "frequencies" not in encoding.views:
         return _not_applicable("precision", "no fixed frequencies: they follow the length (dynamic NTK)")
-    frequencies = encoding.frequencies()
+    frequencies = frequencies_of(encoding)
     exact = torch.cat(exact_cos_sin(positions, split_frequencies(frequencies)), dim=-1)  # [n, r] float64
     scale = _rotation_factor(encoding)  # [1, r]
     posenc = torch.cat([_rotation_table(encoding, part) for part in _calls(positions)])  # [n, r]
@@ -129,13 +131,17 @@ def _rotation_precision(encoding: PositionalEncoding, positions: torch.Tensor) -
 def _rotation_factor(encoding: PositionalEncoding) -> torch.Tensor:
     """The factor a of each pair, ``[1, r]`` float64: hypot(a·cos 0, a·sin 0) = a, exact in float64
     (RoPE's YaRN attention factor; 1 for a plain rotation)."""
-    cos, sin = encoding.rotation_tables(encoding.along_line(torch.zeros(1, dtype=torch.int64)))  # [1, r/2]
+    cos, sin = view(
+        encoding, "rotation_tables", encoding.along_line(torch.zeros(1, dtype=torch.int64))
+    )  # [1, r/2]
     return torch.hypot(cos, sin).repeat(1, 2).to(torch.float64)
 
 
 def _rotation_table(encoding: PositionalEncoding, positions: torch.Tensor) -> torch.Tensor:
     """The (a·cos, a·sin) table of one call at ``positions`` ``[n]``, as a code ``[n, r]`` float64."""
-    return torch.cat(encoding.rotation_tables(encoding.along_line(positions)), dim=-1).to(torch.float64)
+    return torch.cat(view(encoding, "rotation_tables", encoding.along_line(positions)), dim=-1).to(
+        torch.float64
+    )
 
 
 def _bias_precision(encoding: PositionalEncoding, positions: torch.Tensor) -> Property:
@@ -143,10 +149,10 @@ def _bias_precision(encoding: PositionalEncoding, positions: torch.Tensor) -> Pr
     query, and, for a ``two_sided`` encoding, keys after it (query − key distances −positions)."""
     query = torch.tensor([PRECISION_POSITIONS - 1])
     approx = encoding.bias(query, PRECISION_POSITIONS - 1 - positions)[:, 0]  # [h, n]: distances = positions
-    value = _ulps(approx, encoding.distance_bias(positions).detach().to(torch.float64), approx.dtype)
+    value = _ulps(approx, view(encoding, "distance_bias", positions).detach().to(torch.float64), approx.dtype)
     if encoding.two_sided:
         after = encoding.bias(torch.tensor([0]), positions)[:, 0]  # [h, n]: distances = −positions
-        exact = encoding.distance_bias(-positions).detach().to(torch.float64)
+        exact = view(encoding, "distance_bias", -positions).detach().to(torch.float64)
         value = _worst((value, _ulps(after, exact, after.dtype)))
     return _at_most(
         "precision",

@@ -14,6 +14,7 @@ import torch
 
 from posenc.analysis.shift import probe_widths
 from posenc.encodings import PositionalEncoding
+from posenc.encodings.views import view
 from posenc.functional.coordinates import grid_positions, mrope_positions
 
 #: The example of :func:`mrope_example`: text, an image of 4×6 merged patches, text, a 2-frame video of
@@ -50,7 +51,7 @@ def patch_similarity(
     index = row * w + col
     with torch.no_grad():
         if "codes" in encoding.views:
-            codes = encoding.codes(positions).to(torch.float64)
+            codes = view(encoding, "codes", positions).to(torch.float64)
             similarity = torch.nn.functional.cosine_similarity(codes[index : index + 1], codes, dim=-1)
             return similarity.reshape(h, w)
         if encoding.kind == "rotary":

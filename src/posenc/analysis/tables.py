@@ -12,6 +12,7 @@ import torch
 
 from posenc._validation import as_positions, check_positive_int
 from posenc.encodings import PositionalEncoding
+from posenc.encodings.views import view
 from posenc.functional.relative import t5_relative_bucket
 
 
@@ -26,7 +27,9 @@ def code_table(encoding: PositionalEncoding, length: int) -> torch.Tensor:
         raise TypeError(f"encoding must add a code per position, and {type(encoding).__name__} adds none")
     length = check_positive_int("length", length)
     with torch.no_grad():  # on several axes, along the diagonal
-        return encoding.codes(encoding.along_line(torch.arange(length))).detach().to(torch.float64)  # [T, d]
+        return (
+            view(encoding, "codes", encoding.along_line(torch.arange(length))).detach().to(torch.float64)
+        )  # [T, d]
 
 
 def bias_matrix(encoding: PositionalEncoding, positions: int | torch.Tensor | Iterable[int]) -> torch.Tensor:
@@ -90,7 +93,7 @@ def swin_offset_table(encoding: PositionalEncoding) -> torch.Tensor:
     """
     if "offset_table" not in encoding.views:
         raise TypeError(f"encoding must hold a table of 2-D offsets (Swin), got {type(encoding).__name__}")
-    return encoding.offset_table()  # [h, 2Wh−1, 2Ww−1]
+    return view(encoding, "offset_table")  # [h, 2Wh−1, 2Ww−1]
 
 
 def t5_bucket_map(

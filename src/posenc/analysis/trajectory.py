@@ -8,6 +8,7 @@ import torch
 
 from posenc._validation import as_positions, check_choice, check_even_positive_int
 from posenc.encodings import PositionalEncoding
+from posenc.encodings.views import view
 from posenc.functional.rope import LAYOUTS
 
 
@@ -56,6 +57,6 @@ def rotation_trajectory(
     x = vector.detach().to(torch.float64).expand(1, 1, positions.shape[0], encoding.d_head)  # [1, 1, n, d]
     with torch.no_grad():
         rotated, _ = encoding.rotate(x, x, positions, positions)  # [1, 1, n, d]
-    spectrum = encoding.rotary_spectrum()
+    spectrum = view(encoding, "rotary_spectrum")
     first, second = pair_channels(spectrum.rotary_dim, spectrum.layout)
     return torch.stack((rotated[0, 0][:, first], rotated[0, 0][:, second]), dim=-1)  # [n, r/2, 2]

@@ -26,6 +26,7 @@ from posenc.analysis.shift import logit_shift_change, position_sensitivity, prob
 from posenc.analysis.specimens import specimen
 from posenc.encodings import PositionalEncoding, available, describe
 from posenc.encodings.base import trainable_parameters
+from posenc.encodings.views import view
 
 #: Relative error accepted where a claim is an identity (float64 arithmetic throughout).
 IDENTITY_TOLERANCE = 1e-9
@@ -53,14 +54,14 @@ def _codes(encoding: PositionalEncoding, length: int) -> torch.Tensor | None:
     if "codes" not in encoding.views:
         return None
     with torch.no_grad():
-        return encoding.codes(encoding.along_line(torch.arange(length))).to(torch.float64)
+        return view(encoding, "codes", encoding.along_line(torch.arange(length))).to(torch.float64)
 
 
 def _rotary_codes(encoding: PositionalEncoding, length: int) -> torch.Tensor | None:
     """The rotation of each position as a code ``[T, r]``: (cos mθ_k, sin mθ_k) for every pair k, or None."""
     if "rotation_tables" not in encoding.views:
         return None
-    return torch.cat(encoding.rotation_tables(encoding.along_line(torch.arange(length))), dim=-1)
+    return torch.cat(view(encoding, "rotation_tables", encoding.along_line(torch.arange(length))), dim=-1)
 
 
 #: Why a bias claim has nothing to measure on a bias encoding that declares no ``bias`` view.
@@ -268,7 +269,7 @@ def closed_form(encoding: PositionalEncoding, length: int) -> Property:
     """Seed 002: PE[i]·PE[i+d] equals the encoding's closed form (Σ_k cos(d·ω_k)), relative to ‖PE‖²."""
     codes = _codes(encoding, length)
     distances = torch.arange(length // 2)
-    expected = None if codes is None else encoding.closed_form_dot(distances)
+    expected = None if codes is None else view(encoding, "closed_form_dot", distances)
     if expected is None:
         return _not_applicable("closed_form", "no closed form for the dot product of its codes")
     dots = dot_by_distance(codes, distances.tolist())
@@ -287,8 +288,8 @@ def linear_map(encoding: PositionalEncoding, length: int) -> Property:
     """Seed 004 property 3: PE(pos + k) = M_k·PE(pos) with M_k fixed (relative residual, k = 1, 7, T/2)."""
     offsets = (1, 7, length // 2)
     codes = _codes(encoding, length)
-    if codes is not None and encoding.shift_map(1) is not None:
-        residual = _worst(linear_map_residual(codes, k, encoding.shift_map(k)) for k in offsets)
+    if codes is not None and "shift_map" in encoding.views:
+        residual = _worst(linear_map_residual(codes, k, view(encoding, "shift_map", k)) for k in offsets)
         why = "[sin, cos](a + b) is the rotation by b of [sin, cos](a): M_k is block-diagonal rotations"
     elif encoding.kind == "rotary":
         residual = _worst(_rotary_map_residual(encoding, length, k) for k in offsets)

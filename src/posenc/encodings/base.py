@@ -54,9 +54,11 @@ VIEWS = (
     "bucket_table",
     "offset_table",
     "counted_positions",
+    "closed_form_dot",
+    "shift_map",
 )
 #: The methods whose definition in a class declares a view where the class declares no ``views``.
-_VIEW_METHODS = {"frequencies": ("frequency_pieces", "frequencies"), "bias": ("bias", "score_mod")}
+_VIEW_METHODS = {"frequencies": ("frequency_pieces",), "bias": ("bias", "score_mod")}
 
 
 def trainable_parameters(module: nn.Module) -> int:
@@ -153,13 +155,14 @@ class RotarySpectrum:
 
 
 def defined_views(cls: type[PositionalEncoding]) -> frozenset[str]:
-    """The views whose method ``cls`` defines (overriding the base's None): the views of a class that
-    declares no ``views``."""
+    """The views whose method ``cls`` defines (the base defines none but ``bias``/``score_mod``, which it
+    overrides): the views of a class that declares no ``views``."""
     return frozenset(
         view
         for view in VIEWS
         if any(
-            getattr(cls, m) is not getattr(PositionalEncoding, m) for m in _VIEW_METHODS.get(view, (view,))
+            getattr(cls, m, None) is not getattr(PositionalEncoding, m, None)
+            for m in _VIEW_METHODS.get(view, (view,))
         )
     )
 
@@ -384,70 +387,17 @@ class PositionalEncoding(nn.Module):
         n = self.position_columns
         return positions if n == 1 else positions.unsqueeze(-1).expand(*positions.shape, n)
 
-    # --- optional views that analysis reads; None where they do not apply ---------------------------
+    # --- the views analysis reads (their methods live on the encodings that give them) ----------------
 
     @property
     def views(self) -> frozenset[str]:
         """The views (names of :data:`VIEWS`) this encoding gives: analysis, figures and the report read
-        these and no others, and never call a view to learn whether it is there. Undeclared: those whose
-        method the class defines (:func:`defined_views`). A class attribute ``views`` declares them; an
-        encoding whose views follow its settings overrides this property (RoPE-Mixed gives no tables)."""
+        these through :func:`posenc.encodings.views.view` and no others, and never call a view to learn
+        whether it is there. The base defines none of their methods: an encoding gives a view by defining
+        its method (signatures in :mod:`posenc.encodings.views`). Undeclared: those whose method the class
+        defines (:func:`defined_views`). A class attribute ``views`` declares them; an encoding whose views
+        follow its settings overrides this property (RoPE-Mixed gives no tables)."""
         return defined_views(type(self))
-
-    def codes(self, positions: torch.Tensor) -> torch.Tensor | None:
-        """The code ``[..., d_model]`` ``embed`` joins to the embeddings at integer positions, or None."""
-        return None
-
-    def rotation_tables(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """float64 cos and sin ``[..., r/2]`` of the rotation at integer positions, or None."""
-        return None
-
-    def distance_bias(self, distances: torch.Tensor) -> torch.Tensor | None:
-        """The bias ``[h, n]`` at query − key distances ``[n]`` when it depends on the distance alone, else None.
-
-        Attention's per-distance fast path reads it (one table, a strided view per query).
-        """
-        return None
-
-    def frequency_pieces(self) -> torch.Tensor | None:
-        """The angular frequencies ω_k of a code or rotation made of sin/cos pairs, as float64 pieces
-        ``[pairs, P]`` whose sum is ω_k beyond float64 precision (for exact angles), or None."""
-        return None
-
-    def frequencies(self) -> torch.Tensor | None:
-        """The angular frequencies ω_k, float64 ``[pairs]``, or None (the sum of ``frequency_pieces``)."""
-        pieces = self.frequency_pieces()
-        return None if pieces is None else pieces.sum(dim=-1)
-
-    def rotary_spectrum(self) -> RotarySpectrum | None:
-        """The rotated channels, base and layout of a rotation of sin/cos pairs, or None."""
-        return None
-
-    def bucketing(self) -> tuple[int, int] | None:
-        """(num_buckets, max_distance) of T5's buckets of relative positions, where the bias is a table
-        indexed by them (:func:`posenc.functional.t5_relative_bucket`), or None."""
-        return None
-
-    def bucket_table(self) -> torch.Tensor | None:
-        """The learned bias per bucket and head, float64 ``[buckets, h]``, or None."""
-        return None
-
-    def offset_table(self) -> torch.Tensor | None:
-        """The bias per head on the grid of 2-D offsets of a window, float64 ``[h, 2Wh−1, 2Ww−1]``, or None."""
-        return None
-
-    def counted_positions(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | None:
-        """Positions counted from queries ``[b, h, i, d]`` and keys ``[b, h_kv, j, d]`` (CoPE's gates),
-        ``[b, h, i, j]``, or None."""
-        return None
-
-    def closed_form_dot(self, distances: torch.Tensor) -> torch.Tensor | None:
-        """The dot product of two codes at each distance ``[n]`` by a closed form, or None."""
-        return None
-
-    def shift_map(self, offset: int) -> torch.Tensor | None:
-        """The fixed matrix M_k ``[w, w]`` with code(pos + k) = M_k·code(pos), where the encoding has one, or None."""
-        return None
 
     # --- the hooks attention calls ------------------------------------------------------------------
 

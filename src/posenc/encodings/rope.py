@@ -296,7 +296,8 @@ class RotaryEncoding(PositionalEncoding):
         if self.scheme.learned:
             return frozenset({"rotary_spectrum"})
         fixed = () if self.scheme.follows_length else ("frequencies",)
-        return frozenset({"rotation_tables", "rotary_spectrum", *fixed})
+        closed = self.scheme.scaling is None and not self.xpos and self.position_axes == 1
+        return frozenset({"rotation_tables", "rotary_spectrum", *fixed, *(("closed_form_dot",) if closed else ())})
 
     def rotary_spectrum(self) -> RotarySpectrum:
         """``rotary_dim``, ``base`` (RoPE-Mixed: of its initial magnitudes) and ``layout``."""

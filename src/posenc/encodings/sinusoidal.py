@@ -107,8 +107,10 @@ class SinusoidalEncoding(AdditiveEncoding):
 
     @property
     def views(self) -> frozenset[str]:
-        """Its codes, and on one axis their frequencies."""
-        return frozenset({"codes", "frequencies"} if self.axes == 1 else {"codes"})
+        """Its codes, and on one axis their frequencies, the closed form of their dot products and the
+        fixed map that shifts them."""
+        one_axis = {"codes", "frequencies", "closed_form_dot", "shift_map"}
+        return frozenset(one_axis if self.axes == 1 else {"codes"})
 
     def frequency_pieces(self) -> torch.Tensor | None:
         """ω_k = base^(−2k/d_model) to 60 digits, as float64 pieces ``[d_model/2, 4]`` (one axis only)."""

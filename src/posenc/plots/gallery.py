@@ -37,6 +37,7 @@ from posenc.analysis.precision import RECIPES, angle_error
 from posenc.analysis.spectrum import EXAMPLE_FACTOR, EXAMPLE_ORIGINAL_LENGTH
 from posenc.encodings import PositionalEncoding, available, describe
 from posenc.plots.bias import bias_heads, bucket_map, bucket_table, distance_bias, offset_tables
+from posenc.encodings.views import frequencies, view
 from posenc.plots.counting import counted_positions
 from posenc.plots.dot_product import flat_lines
 from posenc.plots.grid import axis_positions, grid_bias_heads, similarity_map
@@ -133,7 +134,7 @@ def _rows(encoding: PositionalEncoding) -> int:
 def _rotation_rows(encoding: PositionalEncoding, length: int) -> torch.Tensor:
     """(cos mθ_k, sin mθ_k) of every pair at positions 0 … length−1, ``[T, r/2, 2]`` float64: where a
     vector whose pairs all start at (1, 0) is carried by the rotation."""
-    cos, sin = encoding.rotation_tables(encoding.along_line(torch.arange(length)))  # [T, r/2] each
+    cos, sin = view(encoding, "rotation_tables", encoding.along_line(torch.arange(length)))  # [T, r/2] each
     return torch.stack((cos, sin), dim=-1)
 
 
@@ -141,7 +142,7 @@ def _flat(encoding: PositionalEncoding, title: str, name: str) -> Figure:
     rotary = "codes" not in encoding.views
     rows = _rotation_rows(encoding, FLAT_LENGTH).flatten(1) if rotary else code_table(encoding, FLAT_LENGTH)
     dots = dot_by_distance(rows, FLAT_DISTANCES)
-    closed = encoding.closed_form_dot(torch.tensor(FLAT_DISTANCES))
+    closed = view(encoding, "closed_form_dot", torch.tensor(FLAT_DISTANCES))
     expected = None if closed is None else dict(zip(FLAT_DISTANCES, closed.tolist(), strict=True))
     figure = flat_lines(dots, expected, title=title)
     if rotary:
@@ -158,19 +159,19 @@ def _counted(encoding: PositionalEncoding, title: str) -> Figure:
 
 
 def _buckets(encoding: PositionalEncoding, title: str) -> Figure:
-    num_buckets, max_distance = encoding.bucketing()
+    num_buckets, max_distance = view(encoding, "bucketing")
     relative = torch.arange(-(max_distance + 32), max_distance + 33)
     buckets = t5_bucket_map(relative, num_buckets=num_buckets, max_distance=max_distance)
     return bucket_map(relative, buckets, title=title)
 
 
 def _scalings(encoding: PositionalEncoding, title: str) -> Figure:
-    spectrum = encoding.rotary_spectrum()
+    spectrum = view(encoding, "rotary_spectrum")
     return inv_freq_scalings(scaled_inv_freq(spectrum.rotary_dim, spectrum.base), title=title)
 
 
 def _spectrum_sizes(encoding: PositionalEncoding) -> str:
-    spectrum = encoding.rotary_spectrum()
+    spectrum = view(encoding, "rotary_spectrum")
     return f"r={spectrum.rotary_dim}, base={spectrum.base:g}"
 
 
@@ -207,7 +208,7 @@ KINDS: dict[str, FigureKind] = {
     ),
     "wavelengths": FigureKind(
         lambda label, e: f"{label} wavelengths λ_k = 2π/ω_k",
-        lambda e, title, name: wavelength_spectrum(2 * torch.pi / e.frequencies(), title=title),
+        lambda e, title, name: wavelength_spectrum(2 * torch.pi / frequencies(e), title=title),
         "The wavelength of every sin/cos pair, on a log axis.",
         _needs("frequencies"),
     ),
@@ -215,7 +216,7 @@ KINDS: dict[str, FigureKind] = {
         lambda label, e: f"{label}: one vector rotated at positions 0 … {ROTATION_POSITIONS - 1}",
         lambda e, title, name: rotating_vector(
             _rotation_rows(e, ROTATION_POSITIONS),
-            inv_freq=e.frequencies() if "frequencies" in e.views else None,
+            inv_freq=frequencies(e),
             title=title,
         ),
         "Each pair of the vector turns on a circle by its frequency per position.",
@@ -247,14 +248,14 @@ KINDS: dict[str, FigureKind] = {
         _needs_distance_bias,
     ),
     "buckets": FigureKind(
-        lambda label, e: "{} buckets (num_buckets={}, max_distance={})".format(label, *e.bucketing()),
+        lambda label, e: "{} buckets (num_buckets={}, max_distance={})".format(label, *view(e, "bucketing")),
         lambda e, title, name: _buckets(e, title),
         "The bucket of each key − query distance.",
         _needs("bucketing"),
     ),
     "table": FigureKind(
         lambda label, e: f"{label} bias table [bucket, head] at initialisation (n_heads={e.n_heads})",
-        lambda e, title, name: bucket_table(e.bucket_table(), title=title),
+        lambda e, title, name: bucket_table(view(e, "bucket_table"), title=title),
         "The learned values, one per bucket and head.",
         _needs("bucket_table"),
     ),
@@ -385,8 +386,8 @@ def _comparison() -> list[FigureSpec]:
         )
 
         def errors() -> Figure:
-            frequencies = encoding.frequencies()  # [r/2] float64
-            values = {recipe: angle_error(recipe, ERROR_POSITIONS, frequencies) for recipe in RECIPES}
+            exact = frequencies(encoding)  # [r/2] float64
+            values = {recipe: angle_error(recipe, ERROR_POSITIONS, exact) for recipe in RECIPES}
             return angle_errors(ERROR_POSITIONS, values, title=error_title)
 
         specs.append(
