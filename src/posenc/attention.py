@@ -49,6 +49,9 @@ from posenc.kernels.blocked import biased_attention, differentiable
 from posenc.kernels.per_distance import per_distance_attention
 from posenc.kernels.query_blocked import query_blocked_attention
 from posenc.kv_cache import KVCache
+from posenc.masks import attention_mask, check_span, chunked_sdpa, visible, windowed_sdpa
+from posenc.sinks import check_sinks, sink_attention, sink_weights
+from posenc.temperature import QueryTemperature, check_temperature
 
 BACKENDS = ATTENTION  # the attention backends of posenc.backends' one vocabulary
 #: Scores the flex reference path holds at once (a block of queries against every key): 64 MiB in float32.
@@ -63,15 +66,17 @@ def _compiled_flex():
 
 
 @functools.lru_cache(maxsize=64)
-def _causal_block_mask(q_len: int, k_len: int, device: str):
+def _causal_block_mask(
+    q_len: int, k_len: int, device: str, causal: bool = True, window: int | None = None, chunk: int | None = None
+):
     from torch.nn.attention.flex_attention import create_block_mask
 
     offset = k_len - q_len  # queries are the last q_len of the keys' sequence
 
-    def causal(b, h, q_idx, kv_idx):
-        return q_idx + offset >= kv_idx
+    def mask_mod(b, h, q_idx, kv_idx):  # posenc.masks.visible: causality, the window, the chunk
+        return visible(q_idx + offset, kv_idx, causal=causal, window=window, chunk=chunk)
 
-    return create_block_mask(causal, None, None, q_len, k_len, device=device)
+    return create_block_mask(mask_mod, None, None, q_len, k_len, device=device)
 
 
 class MultiHeadAttention(nn.Module):
@@ -86,6 +91,18 @@ class MultiHeadAttention(nn.Module):
         backend: ``"eager" | "sdpa" | "flex"``.
         causal: mask keys after each query (decoders); False for encoders.
         bias: biases on the q, k, v and output projections (BERT, DeBERTa); none by default (LLaMA).
+        window: sliding window in tokens (transformers' ``sliding_window``): query t sees keys
+            t − window < u ≤ t (bidirectional: |t − u| < window); None: every key (:mod:`posenc.masks`).
+        chunk: chunked attention in tokens (Llama 4's ``attention_chunk_size``): query t sees the keys
+            of its own chunk, ⌊t / chunk⌋ = ⌊u / chunk⌋; None: no chunks.
+        sinks: learned sink logits, one per head, in the softmax's denominator (GPT-OSS's ``sinks``,
+            :mod:`posenc.sinks`): True (zeros), or the initial logits ``[n_heads]``; False: none.
+        temperature: a :class:`posenc.temperature.QueryTemperature` multiplying each query by f(its
+            position) after the encoding has rotated it (Llama 4, Ministral 3, SSMax); None: none.
+
+    Raises:
+        ValueError: a window or chunk ≤ 0, sinks of another head count, a temperature on an encoding that
+            does not accept one (``accepts_query_temperature``) or on coordinates of several axes.
     """
 
     def __init__(
@@ -98,6 +115,10 @@ class MultiHeadAttention(nn.Module):
         backend: str = "sdpa",
         causal: bool = True,
         bias: bool = False,
+        window: int | None = None,
+        chunk: int | None = None,
+        sinks: bool | torch.Tensor = False,
+        temperature: QueryTemperature | None = None,
     ) -> None:
         super().__init__()
         self.d_model = check_positive_int("d_model", d_model)
@@ -117,6 +138,11 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(d_model, self.n_kv_heads * self.d_head, bias=bias)
         self.v_proj = nn.Linear(d_model, self.n_kv_heads * self.d_head, bias=bias)
         self.out_proj = nn.Linear(self.n_heads * self.d_head, d_model, bias=bias)
+        self.window = check_span("window", window)
+        self.chunk = check_span("chunk", chunk)
+        initial = check_sinks(sinks, self.n_heads)
+        self.sinks = None if initial is None else nn.Parameter(initial)  # [h], GPT-OSS's name and shape
+        self.temperature = _check_temperature(check_temperature(temperature), self.encoding)
 
     def forward(
         self,
@@ -150,6 +176,18 @@ class MultiHeadAttention(nn.Module):
                 "a KV cache needs causal attention: with causal=False each token attends to tokens that "
                 "arrive in later calls, which incremental decoding cannot give; run the whole sequence at once"
             )
+        if cache.positions_move:  # keys take their places in the cache (StreamingLLM), not in the text
+            if self.window is not None and cache.window < self.window:
+                raise ValueError(
+                    f"a cache keeping a window of {cache.window} tokens drops keys this layer's window={self.window} "
+                    f"still sees: give it window ≥ {self.window} (or no window)"
+                )
+            for name, value in (("chunk", self.chunk), ("temperature", self.temperature)):
+                if value is not None:
+                    raise ValueError(
+                        f"{name}={value!r} reads each token's place in the text, which a cache keeping sinks and "
+                        "a window moves: decode this layer with a cache that keeps every key (no window)"
+                    )
         cache.claim(self, "attention layer")
 
     def forward_at(
@@ -256,6 +294,10 @@ class MultiHeadAttention(nn.Module):
                 f"{type(self.encoding).__name__} reads each token's layer input (its content), which q, k "
                 "and v alone do not carry: call the layer on x (forward), not attend"
             )
+        if self.temperature is not None:  # q × f(position), after the encoding's rotation
+            q = _tempered(q, q_positions, self.temperature)
+        if self.window is not None or self.chunk is not None or self.sinks is not None:
+            return self._attend_masked(q, k, v, q_positions, k_positions, documents, content)
         if (
             self.backend == "sdpa"
             and documents is None
@@ -320,6 +362,45 @@ class MultiHeadAttention(nn.Module):
             q, k, v, attn_mask=attn_mask, scale=self._scale(), enable_gqa=self.n_kv_heads != self.n_heads
         )
 
+    def _attend_masked(self, q, k, v, q_positions, k_positions, documents, content) -> torch.Tensor:
+        """:meth:`_attend_at` for a layer with a window, chunks or sinks, on every backend: the eager
+        reference; flex with the mask as its block mask; SDPA blocked by the window or chunk where nothing
+        is added to the scores (:func:`posenc.masks.windowed_sdpa`, :func:`posenc.masks.chunked_sdpa`),
+        else one masked call; sinks through :func:`posenc.sinks.sink_attention`."""
+        terms = self.encoding.score_terms(q, k, q_positions, k_positions, project=self.project_heads)
+        if content[1] is not None:  # terms read from the tokens' content
+            terms = _sum(terms, self.encoding.content_terms(q, k, *content))
+        mask = self._mask(q.shape[2], k.shape[2], q.device, documents)  # bool or None
+        if self.encoding.reads_attention_weights:
+            bias = _sum(self.encoding.bias(q_positions, k_positions), terms)
+            return self._eager(q, k, v, bias, mask, q_positions, k_positions)
+        if self.backend == "flex":
+            score_mod = self.encoding.score_mod(q_positions=q_positions, k_positions=k_positions)
+            if score_mod is not None or terms is not None:
+                return self._flex(q, k, v, score_mod, terms, documents)
+            bias = None
+        else:
+            bias = _sum(self.encoding.bias(q_positions, k_positions), terms)  # [(b,) h, i, j] or None
+            if self.backend == "eager":
+                return self._eager(q, k, v, bias, mask)
+        scale = self._scale()
+        gqa = self.n_kv_heads != self.n_heads
+        same_tokens = documents is None and q.shape[2] == k.shape[2] and self.causal
+        if bias is None and same_tokens and self.chunk is None and self.window is not None:
+            return windowed_sdpa(q, k, v, self.window, scale=scale, sinks=self.sinks)
+        if bias is None and same_tokens and self.chunk is not None and self.window is None:
+            return chunked_sdpa(q, k, v, self.chunk, scale=scale, sinks=self.sinks)
+        attn_mask = _float_mask(bias, mask, q.dtype) if bias is not None else mask
+        if attn_mask is not None and attn_mask.dim() == 3:  # a bias [h, i, j]: as [1, h, i, j]
+            attn_mask = attn_mask.unsqueeze(0)
+        if self.sinks is not None:
+            groups = self.n_heads // self.n_kv_heads
+            k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)  # [b, h, j, d]
+            return sink_attention(q, k, v, self.sinks, scale=scale, attn_mask=attn_mask)
+        if bias is not None and q.device.type == "cpu" and not torch.compiler.is_compiling():
+            return biased_attention(q, k, v, attn_mask, causal=self.causal, scale=scale)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale, enable_gqa=gqa)
+
     def _unbiased(self, q, k, v, documents: torch.Tensor | None) -> torch.Tensor:
         """softmax(q·kᵀ·scale + mask)·v with nothing added to the scores, ``[b, h, i, d]``: SDPA's causal
         kernel (``is_causal``, which skips the hidden keys) where queries and keys are the same tokens, no
@@ -379,16 +460,11 @@ class MultiHeadAttention(nn.Module):
     def _mask(
         self, q_len: int, k_len: int, device, documents: torch.Tensor | None = None
     ) -> torch.Tensor | None:
-        """Which keys each query sees: ``[i, j]`` (causal), ``[(b, 1,) i, j]`` with documents, or None."""
-        mask = None
-        if self.causal:
-            offset = k_len - q_len  # the queries are the last q_len positions of the key sequence
-            mask = torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(diagonal=offset)  # [i, j]
-        if documents is not None:  # queries and keys are the same tokens
-            same = documents[..., :, None] == documents[..., None, :]  # [(b,) i, j]
-            same = same if same.dim() == 2 else same[:, None]  # [(b, 1,) i, j]
-            mask = same if mask is None else mask & same
-        return mask
+        """Which keys each query sees (causality, the window, the chunk, documents: :mod:`posenc.masks`):
+        ``[i, j]``, ``[(b, 1,) i, j]`` with documents, or None."""
+        return attention_mask(
+            q_len, k_len, device, causal=self.causal, window=self.window, chunk=self.chunk, documents=documents
+        )
 
     def _eager(self, q, k, v, bias, mask, q_positions=None, k_positions=None) -> torch.Tensor:
         groups = self.n_heads // self.n_kv_heads
@@ -399,7 +475,7 @@ class MultiHeadAttention(nn.Module):
             scores = scores + bias.to(dtype)
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
-        weights = scores.softmax(dim=-1)  # [b, h, i, j]
+        weights = scores.softmax(dim=-1) if self.sinks is None else sink_weights(scores, self.sinks)  # [b, h, i, j]
         out = weights @ v.to(dtype)  # [b, h, i, d]
         if self.encoding.reads_attention_weights:
             out = out + self.encoding.value_terms(weights, q_positions, k_positions).to(dtype)
@@ -416,7 +492,7 @@ class MultiHeadAttention(nn.Module):
     def _flex(self, q, k, v, score_mod, terms, documents: torch.Tensor | None) -> torch.Tensor:
         if terms is not None:
             score_mod = _with_terms(score_mod, terms)
-        if q.device.type == "cpu":  # never the compiled CPU kernel: see the module docstring
+        if q.device.type == "cpu" or self.sinks is not None:  # never the compiled CPU kernel: see the module docstring
             return self._score_mod_reference(
                 q, k, v, score_mod, self._mask(q.shape[2], k.shape[2], q.device, documents)
             )
@@ -425,7 +501,12 @@ class MultiHeadAttention(nn.Module):
                 "documents on the flex backend run on CPU (its reference path); on CUDA use backend='sdpa' "
                 "or 'eager'"
             )
-        block_mask = _causal_block_mask(q.shape[2], k.shape[2], q.device.type) if self.causal else None
+        masked = self.causal or self.window is not None or self.chunk is not None
+        block_mask = (
+            _causal_block_mask(q.shape[2], k.shape[2], q.device.type, self.causal, self.window, self.chunk)
+            if masked
+            else None
+        )
         return _compiled_flex()(
             q,
             k,
@@ -460,7 +541,8 @@ class MultiHeadAttention(nn.Module):
                 scores = score_mod(scores, b_idx, h_idx, q_idx, kv_idx)
             if mask is not None:
                 scores = scores.masked_fill(~mask[..., rows, :], float("-inf"))
-            outputs.append(scores.softmax(dim=-1) @ v)  # [b, h, block, d]
+            weights = scores.softmax(dim=-1) if self.sinks is None else sink_weights(scores, self.sinks)
+            outputs.append(weights @ v)  # [b, h, block, d]
         return torch.cat(outputs, dim=2) if len(outputs) > 1 else outputs[0]
 
 
@@ -592,6 +674,30 @@ def _float_mask(
         return None if bias is None else bias.to(dtype)
     blocked = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
     return blocked if bias is None else bias.to(dtype) + blocked
+
+
+def _tempered(q: torch.Tensor, positions: torch.Tensor, temperature: QueryTemperature) -> torch.Tensor:
+    """q ``[b, h, i, d]`` times f(position) of each query (positions ``[i]`` or ``[b, i]``)."""
+    factors = temperature(positions)  # [i] or [b, i], float64
+    factors = factors.view(1, 1, -1, 1) if factors.dim() == 1 else factors[:, None, :, None]
+    return q * factors.to(q.dtype)
+
+
+def _check_temperature(temperature: QueryTemperature | None, encoding: PositionalEncoding):
+    if temperature is None:
+        return None
+    if not encoding.accepts_query_temperature:
+        raise ValueError(
+            f"temperature={temperature!r} multiplies the queries by a factor of their position, which "
+            f"{type(encoding).__name__} does not accept (accepts_query_temperature is False: its scores "
+            "are not linear in the query)"
+        )
+    if encoding.position_columns != 1:
+        raise ValueError(
+            f"temperature={temperature!r} reads one position per token; {type(encoding).__name__} takes "
+            f"coordinates on {encoding.position_columns} axes"
+        )
+    return temperature
 
 
 def _check_encoding(encoding: PositionalEncoding, n_heads: int) -> None:

@@ -2,7 +2,9 @@
 
 ``TransformerLM`` is decoder-only (causal); ``TransformerEncoder`` is bidirectional. Both take
 ``encoding=`` a registered name (built with arguments that fit the model) or an instance, so the
-same model compares sinusoidal, learned, RoPE, ALiBi, T5 and NoPE with nothing else changed.
+same model compares sinusoidal, learned, RoPE, ALiBi, T5 and NoPE with nothing else changed; or, per
+layer, ``encoding=[...]`` one per layer and ``layers=`` a :mod:`posenc.stacks` spec (an encoding,
+sliding window, chunk, sinks and query temperature per layer, or a pattern of them).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from posenc._validation import check_bool, check_on_device, check_positive_float
 from posenc.attention import KVCache, MultiHeadAttention, continued_positions, document_ids
 from posenc.encodings import PositionalEncoding, build, encoding_class
 from posenc.functional.randomized import randomized_positions
+from posenc.stacks import LayerSpec, layer_specs
 
 
 def default_encoding_arguments(name: str, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
@@ -48,6 +51,52 @@ def _layer_encodings(encoding: PositionalEncoding, n_layers: int, share: bool) -
     return [encoding] + [copy.deepcopy(encoding) for _ in range(n_layers - 1)]
 
 
+def _stack_encodings(
+    specs: list[LayerSpec],
+    base: PositionalEncoding | None,
+    base_name: str | None,
+    share: bool,
+    arguments,
+) -> list[PositionalEncoding]:
+    """The encoding of each layer of a stack: a spec without one takes the model's (``base``, or, with
+    arguments of its own, one built from ``base_name``); one instance per spec (a pattern's letter) where
+    shared, else the first layer's instance and a copy in each later layer; ``arguments(name)`` gives
+    the arguments the model's sizes give an encoding built by name."""
+    built: dict[int, PositionalEncoding] = {}
+    encodings = []
+    for index, spec in enumerate(specs):
+        if spec.encoding is None and not spec.encoding_kwargs:
+            key, make = id(base), lambda: base
+        else:
+            key = id(spec)
+
+            def make(spec=spec):
+                if isinstance(spec.encoding, PositionalEncoding):
+                    return spec.encoding
+                name = spec.encoding if spec.encoding is not None else base_name
+                if name is None:
+                    raise ValueError(
+                        f"layer {index} gives encoding arguments {sorted(spec.encoding_kwargs)} for the model's "
+                        "encoding, which was given as an instance: name the encoding in the layer"
+                    )
+                return build(name, **(arguments(name) | dict(spec.encoding_kwargs)))
+
+        if key not in built:
+            built[key] = make()
+            encoding = built[key]
+        elif share or not built[key].acts_in_attention:
+            encoding = built[key]
+        else:
+            encoding = copy.deepcopy(built[key])
+        if encoding is not base and encoding.kind == "additive":
+            raise ValueError(
+                f"layer {index}'s encoding {type(encoding).__name__} is added to the embeddings, once, before "
+                "the first layer: give it as the model's encoding=, not per layer"
+            )
+        encodings.append(encoding)
+    return encodings
+
+
 class Block(nn.Module):
     """x + attention(LN(x)), then x + MLP(LN(x))."""
 
@@ -76,8 +125,13 @@ class TransformerLM(nn.Module):
     Args:
         vocab_size: tokens.
         d_model, n_layers, n_heads, n_kv_heads, d_ff: the usual sizes (d_ff defaults to 4·d_model).
-        encoding: a registered name or a ``PositionalEncoding``.
+        encoding: a registered name or a ``PositionalEncoding``; or a list of one per layer (names or
+            instances, none of them additive: an additive encoding acts once, on the embeddings).
         encoding_kwargs: overrides for the arguments built from the model's sizes.
+        layers: what each attention layer takes (:mod:`posenc.stacks`): one ``layer(...)`` for every layer,
+            a list of one per layer, or ``pattern("RRRN", R=layer("rope"), N=layer("nope"))`` repeated
+            over the layers (its length must divide n_layers). A layer without an encoding of its own
+            takes ``encoding``. None: every layer ``encoding``, attending to every earlier key.
         max_len: the longest sequence the model is built for: a learned table's size, T5's bucket range.
         share_encoding: one encoding for every layer (T5 shares its table); False gives each layer its own
             copy of an encoding that acts inside attention, the first layer holding ``self.encoding`` (an
@@ -105,8 +159,9 @@ class TransformerLM(nn.Module):
         n_heads: int = 4,
         n_kv_heads: int | None = None,
         d_ff: int | None = None,
-        encoding: str | PositionalEncoding = "rope",
+        encoding: str | PositionalEncoding | list = "rope",
         encoding_kwargs: dict | None = None,
+        layers=None,
         max_len: int = 1024,
         share_encoding: bool = True,
         backend: str = "sdpa",
@@ -122,16 +177,34 @@ class TransformerLM(nn.Module):
         check_positive_int("n_layers", n_layers)
         if d_model % check_positive_int("n_heads", n_heads):
             raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
-        if isinstance(encoding, str):
-            arguments = default_encoding_arguments(
-                encoding, d_model=d_model, n_heads=n_heads, max_len=max_len, causal=causal
-            ) | dict(encoding_kwargs or {})
-            encoding = build(encoding, **arguments)
+        share = check_bool("share_encoding", share_encoding)
+
+        def arguments(name: str) -> dict:
+            return default_encoding_arguments(name, d_model=d_model, n_heads=n_heads, max_len=max_len, causal=causal)
+
+        specs = layer_specs(layers, n_layers)
+        base_name = encoding if isinstance(encoding, str) else None
+        if isinstance(encoding, list | tuple):
+            if specs is not None:
+                raise ValueError("give the encodings of the layers in encoding=[...] or in layers=, not both")
+            if encoding_kwargs:
+                raise ValueError("encoding_kwargs apply to one encoding given by name; per layer use layers=")
+            specs = layer_specs(list(encoding), n_layers)
+            encoding = None
+        elif isinstance(encoding, str):
+            encoding = build(encoding, **(arguments(encoding) | dict(encoding_kwargs or {})))
         elif encoding_kwargs:
             raise ValueError("encoding_kwargs apply to an encoding given by name, not to an instance")
-        self.encoding = encoding
-        self.random_positions = self._check_random_positions(random_positions)
-        added = encoding.output_width(d_model) - d_model  # > 0 when the encoding concatenates
+        if specs is None:
+            specs = [LayerSpec()] * n_layers
+            layer_encodings = _layer_encodings(encoding, n_layers, share)
+        else:
+            layer_encodings = _stack_encodings(specs, encoding, base_name, share, arguments)
+        self.encoding = layer_encodings[0] if encoding is None else encoding
+        self.layer_specs = tuple(specs)
+        _check_columns(self.encoding, layer_encodings)
+        self.random_positions = self._check_random_positions(random_positions, layer_encodings)
+        added = self.encoding.output_width(d_model) - d_model  # > 0 when the encoding concatenates
         if added >= d_model:
             raise ValueError(f"a concatenated encoding of width {added} leaves no room in d_model={d_model}")
         self.token_embedding = nn.Embedding(vocab_size, d_model - added)  # [V, d − added]
@@ -148,24 +221,29 @@ class TransformerLM(nn.Module):
                     encoding=layer_encoding,
                     backend=backend,
                     causal=causal,
+                    **spec.attention_arguments(),
                 ),
             )
-            for layer_encoding in _layer_encodings(
-                encoding, n_layers, check_bool("share_encoding", share_encoding)
-            )
+            for layer_encoding, spec in zip(layer_encodings, specs, strict=True)
         )
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         if added == 0:
             self.head.weight = self.token_embedding.weight  # tied
 
-    def _check_random_positions(self, random_positions: int | None) -> int | None:
+    @property
+    def layer_encodings(self) -> list[PositionalEncoding]:
+        """The encoding of each layer, in order (the same instance where layers share one)."""
+        return [block.attention.encoding for block in self.blocks]
+
+    def _check_random_positions(self, random_positions: int | None, encodings) -> int | None:
         if random_positions is None:
             return None
         random_positions = check_positive_int("random_positions", random_positions)
         if self.encoding.position_columns != 1:
             raise ValueError("random_positions draws positions on one axis; this encoding takes coordinates")
-        limit = self.encoding.position_limit
+        limits = [e.position_limit for e in (self.encoding, *encodings) if e.position_limit is not None]
+        limit = min(limits) if limits else None
         if limit is not None and random_positions > limit:
             raise ValueError(
                 f"random_positions={random_positions} reaches past the encoding's {limit} positions (its max_len)"
@@ -173,15 +251,31 @@ class TransformerLM(nn.Module):
         return random_positions
 
     def new_caches(
-        self, capacity: int | None = None, *, sinks: int | None = None, window: int | None = None
+        self, capacity: int | None = None, *, sinks: int | None = None, window: int | str | None = None
     ) -> list[KVCache]:
-        """One empty KV cache per layer, for incremental decoding (arguments: :class:`posenc.attention.KVCache`)."""
+        """One empty KV cache per layer, for incremental decoding (arguments: :class:`posenc.attention.KVCache`;
+        its ``sinks`` are StreamingLLM's kept first tokens, not a layer's learned sink logits).
+
+        ``window="layers"``: each layer with a sliding window gets a cache keeping that window (after
+        ``sinks`` first tokens), which decodes to the logits of the full forward in constant memory; the
+        other layers get caches that keep every key (``capacity``).
+        """
         if not self.blocks[0].attention.causal:
             raise ValueError(
                 "a bidirectional encoder cannot decode incrementally (each token attends to later ones): "
                 "KV caches need a causal model (TransformerLM)"
             )
-        caches = [KVCache(capacity, sinks=sinks, window=window) for _ in self.blocks]
+        if window == "layers":
+            caches = [
+                KVCache(capacity)
+                if block.attention.window is None
+                else KVCache(sinks=sinks, window=block.attention.window)
+                for block in self.blocks
+            ]
+        elif isinstance(window, str):
+            raise ValueError(f"window must be a number of tokens, \"layers\" or None, got {window!r}")
+        else:
+            caches = [KVCache(capacity, sinks=sinks, window=window) for _ in self.blocks]
         self._check_caches(caches)
         return caches
 
@@ -201,13 +295,14 @@ class TransformerLM(nn.Module):
             )
         for cache, block in zip(caches, self.blocks, strict=True):
             block.attention.check_cache(cache)
-        self._check_cache(caches[0])
+            self._check_cache(cache, self.encoding)
+            self._check_cache(cache, block.attention.encoding)
 
-    def _check_cache(self, cache: KVCache | None) -> None:
+    def _check_cache(self, cache: KVCache | None, encoding: PositionalEncoding) -> None:
         """A cache whose positions move (sinks and a window) only for an encoding that follows them."""
-        if cache is not None and cache.positions_move and not self.encoding.follows_moving_positions:
+        if cache is not None and cache.positions_move and not encoding.follows_moving_positions:
             raise ValueError(
-                f"{type(self.encoding).__name__} adds its position codes to the token embeddings, which every "
+                f"{type(encoding).__name__} adds its position codes to the token embeddings, which every "
                 "cached key keeps from the place it entered at: a cache keeping sinks and a window needs an "
                 "encoding that reads positions in attention (RoPE, a bias)"
             )
@@ -238,14 +333,30 @@ class TransformerLM(nn.Module):
             positions = randomized_positions(
                 tokens.shape[0], tokens.shape[1], self.random_positions, device=tokens.device
             )
-        positions = continued_positions(
-            positions, x, cache, self.encoding.position_columns
-        )  # once for all layers
+        columns = self.encoding.position_columns
+        given = positions
+        positions = continued_positions(positions, x, cache, columns)  # once for all layers
         documents = document_ids(documents, x, cache)  # checked once for all layers
         x = self.encoding.embed(x, positions)  # [b, s, d]
         for index, block in enumerate(self.blocks):
-            x = block(x, positions, caches[index] if caches else None, documents)
+            layer_cache = caches[index] if caches else None
+            layer_positions = positions
+            if layer_cache is not None and layer_cache.positions_move != cache.positions_move:
+                # caches of two kinds (window="layers"): places in a sink cache, else places in the text
+                layer_positions = continued_positions(given, x, layer_cache, columns)
+            x = block(x, layer_positions, layer_cache, documents)
         return self.head(self.norm(x))
+
+
+def _check_columns(encoding: PositionalEncoding, encodings: list[PositionalEncoding]) -> None:
+    """Every layer reads positions of the same shape: one axis, or the same coordinates."""
+    for index, layer_encoding in enumerate(encodings):
+        if layer_encoding.position_columns != encoding.position_columns:
+            raise ValueError(
+                f"layer {index}'s encoding {type(layer_encoding).__name__} takes {layer_encoding.position_columns} "
+                f"position columns, the model's {type(encoding).__name__} {encoding.position_columns}: the layers "
+                "of a stack read the same positions"
+            )
 
 
 class TransformerEncoder(TransformerLM):
