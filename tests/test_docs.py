@@ -131,6 +131,9 @@ QUOTED = [
     ("liere", "bounded", "norms kept (", "3.7e-13"),
     ("liere", "relative", "moves the logits (", "0.75"),
     ("liere", "parameters", "learned parameters (", "224"),
+    ("comrope", "bounded", "norms kept (", "6.9e-13"),
+    ("comrope", "relative", "when the grid moves (", "2.8e-14"),
+    ("comrope", "parameters", "learned parameters (", "120"),
     ("nope", "relative", "unchanged by a shift (", "0"),
 ]
 

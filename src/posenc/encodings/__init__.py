@@ -21,6 +21,8 @@ from posenc.encodings.bias import (
     SwinRelativeBias,
     T5RelativeBias,
 )
+from posenc.encodings.comrope import DESCRIPTION as COMROPE_DESCRIPTION
+from posenc.encodings.comrope import ComRoPE
 from posenc.encodings.cope import DESCRIPTION as COPE_DESCRIPTION
 from posenc.encodings.cope import ContextualPositionEncoding
 from posenc.encodings.deberta import DESCRIPTION as DEBERTA_DESCRIPTION
@@ -158,6 +160,7 @@ register("ernie_3d", ErnieRotaryEncoding, ERNIE_DESCRIPTION)
 register("golden_gate", GoldenGateRoPE, GOLDEN_GATE_DESCRIPTION)
 register("string", STRING, STRING_DESCRIPTION)
 register("liere", LieRE, LIERE_DESCRIPTION)
+register("comrope", ComRoPE, COMROPE_DESCRIPTION)
 
 
 def available() -> list[str]:
