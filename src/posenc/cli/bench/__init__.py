@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import argparse
 
-from posenc.cli.bench import attention, decode, rope, sinusoidal
+from posenc.cli.bench import attention, decode, rope, sinusoidal, stacks
 
-BENCHES = {"sinusoidal": sinusoidal, "rope": rope, "attention": attention, "decode": decode}
+BENCHES = {
+    "sinusoidal": sinusoidal,
+    "rope": rope,
+    "attention": attention,
+    "decode": decode,
+    "stacks": stacks,
+}
 
 
 def configure(subparsers) -> None:
