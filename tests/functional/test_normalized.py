@@ -112,3 +112,15 @@ def test_augmentation_moves_queries_and_keys_alike_in_training_only():
     expected, expected_k = rope.rotate(x, x, moved, moved)
     torch.testing.assert_close(first, expected, rtol=0, atol=1e-14)  # seed 0's first draw, on q and k
     torch.testing.assert_close(first_k, expected_k, rtol=0, atol=1e-14)
+
+
+def test_augmentation_refuses_a_compiled_training_call_and_compiles_in_eval_mode():
+    torch._dynamo.reset()
+    rope = posenc.build("dinov3", d_head=16, shift_coords=0.1, jitter_coords=1.5)
+    x = torch.randn(1, 2, 6, 16)
+    grid = normalized_grid((2, 3))
+    compiled = torch.compile(lambda x, p: rope.rotate(x, x, p, p)[0], backend="eager", fullgraph=True)
+    with pytest.raises(Exception, match="augmentation draws from its own seeded generator"):
+        compiled(x, grid)
+    rope.eval()
+    torch.testing.assert_close(compiled(x, grid), rope.rotate(x, x, grid, grid)[0], rtol=0, atol=0)

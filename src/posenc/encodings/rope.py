@@ -297,7 +297,9 @@ class RotaryEncoding(PositionalEncoding):
             return frozenset({"rotary_spectrum"})
         fixed = () if self.scheme.follows_length else ("frequencies",)
         closed = self.scheme.scaling is None and not self.xpos and self.position_axes == 1
-        return frozenset({"rotation_tables", "rotary_spectrum", *fixed, *(("closed_form_dot",) if closed else ())})
+        return frozenset(
+            {"rotation_tables", "rotary_spectrum", *fixed, *(("closed_form_dot",) if closed else ())}
+        )
 
     def rotary_spectrum(self) -> RotarySpectrum:
         """``rotary_dim``, ``base`` (RoPE-Mixed: of its initial magnitudes) and ``layout``."""
@@ -504,6 +506,12 @@ class RotaryEncoding(PositionalEncoding):
         start = k_len - q_len if q_len <= k_len else 0  # default queries: the last q_len keys
         q_positions = resolve_positions(q_positions, q, seq_dim=2, columns=columns, start=start)
         if self.augmentation is not None and self.training:  # one draw moves queries and keys alike
+            if torch.compiler.is_compiling():
+                raise ValueError(
+                    "coordinate augmentation draws from its own seeded generator on the host, which a compiled "
+                    "graph cannot do: compile the model in eval mode, or augment the coordinates before the call "
+                    "(posenc.functional.normalized.augment_coordinates) and build the encoding without it"
+                )
             offset, factor = self.augmentation.draw(columns, self.augmentation_generator)
             same = k_positions is q_positions
             q_positions = augment_coordinates(q_positions, offset, factor)
