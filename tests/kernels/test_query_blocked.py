@@ -9,7 +9,8 @@ import torch
 import posenc
 from posenc import attention as attention_module
 from posenc.attention import MultiHeadAttention
-from posenc.kernels import query_blocked
+from posenc.encodings import shaw
+from posenc.kernels import banded, query_blocked
 
 D_MODEL, HEADS = 16, 2
 #: Encodings with a query-blocked form, small (several blocks of 8 queries at s = 37, the last one partial).
@@ -63,6 +64,7 @@ def test_blocked_terms_give_the_eager_outputs_and_gradients_in_float64(
     name, kv_heads, causal, positions, monkeypatch
 ):
     monkeypatch.setattr(query_blocked, "DEFAULT_BLOCK", 8)
+    monkeypatch.setattr(banded, "BAND_BLOCK", 8)
     calls = []
     blocked = attention_module.query_blocked_attention
     monkeypatch.setattr(
@@ -88,4 +90,34 @@ def test_blocked_terms_give_the_eager_outputs_and_gradients_in_float64(
     torch.testing.assert_close(got_dx, dx, rtol=0, atol=1e-12)
     for parameter, grad in dparams.items():
         assert got_dparams[parameter] is not None, parameter
+        torch.testing.assert_close(got_dparams[parameter], grad, rtol=0, atol=1e-12, msg=parameter)
+
+
+@pytest.mark.parametrize("clip", [3, 40], ids=["far keys", "every key in the band"])
+@pytest.mark.parametrize("kv_heads", [HEADS, 1], ids=["mha", "gqa"])
+def test_shaws_causal_terms_run_as_a_band_and_flash_over_the_far_keys(clip, kv_heads, monkeypatch):
+    # keys farther than K read row 0: folded into the keys, their part is one is_causal flash call
+    monkeypatch.setattr(banded, "BAND_BLOCK", 8)
+    calls = []
+    band = shaw.clipped_relative_attention
+    monkeypatch.setattr(
+        shaw, "clipped_relative_attention", lambda *a, **kw: calls.append(1) or band(*a, **kw)
+    )
+    encoding = posenc.build("shaw", d_head=8, max_distance=clip).double()
+    layers = {}
+    for backend in ("eager", "sdpa"):
+        torch.manual_seed(1)
+        layers[backend] = MultiHeadAttention(
+            D_MODEL, HEADS, n_kv_heads=kv_heads, encoding=encoding, backend=backend
+        ).double()
+    generator = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 37, D_MODEL, dtype=torch.float64, generator=generator)
+    weight = torch.randn(2, 37, D_MODEL, dtype=torch.float64, generator=generator)
+    positions = torch.arange(37) + 5
+    out, dx, dparams = _gradients(layers["eager"], x, positions, weight)
+    got, got_dx, got_dparams = _gradients(layers["sdpa"], x, positions, weight)
+    assert calls, "causal Shaw at consecutive positions did not run as a band"
+    torch.testing.assert_close(got, out, rtol=0, atol=1e-12)
+    torch.testing.assert_close(got_dx, dx, rtol=0, atol=1e-12)
+    for parameter, grad in dparams.items():
         torch.testing.assert_close(got_dparams[parameter], grad, rtol=0, atol=1e-12, msg=parameter)

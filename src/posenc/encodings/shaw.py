@@ -48,6 +48,7 @@ from posenc._validation import (
 )
 from posenc.encodings.base import PositionalEncoding, query_key_positions
 from posenc.encodings.description import Description
+from posenc.kernels.banded import clipped_relative_attention
 from posenc.kernels.query_blocked import BlockTerms
 
 #: Shaw et al.'s clipped table, and BERT's two unclipped ones (transformers 4.x names).
@@ -92,6 +93,14 @@ def sum_by_row(weights: torch.Tensor, rows: torch.Tensor, n_rows: int) -> torch.
         )
         total = chunk.double() if total is None else total + chunk.double()
     return total.to(weights.dtype)
+
+
+def _same_consecutive(q, k, q_positions, k_positions) -> bool:
+    """Whether queries and keys are the same tokens at consecutive positions ``[s]`` (a host read)."""
+    if q.shape[2] != k.shape[2] or q_positions.dim() != 1 or not torch.equal(q_positions, k_positions):
+        return False
+    steps = torch.arange(q_positions.shape[0], device=q_positions.device)
+    return torch.equal(q_positions - q_positions[:1], steps)
 
 
 class ShawRelativePosition(PositionalEncoding):
@@ -255,13 +264,15 @@ class ShawRelativePosition(PositionalEncoding):
         *,
         project: Callable | None = None,
     ) -> BlockTerms | None:
-        """:meth:`score_terms` for one block of queries at a time (``posenc.kernels.query_blocked``); None
-        with relative values (the output then needs the weights themselves)."""
+        """:meth:`score_terms` for one block of queries at a time (``posenc.kernels.query_blocked``); for
+        Shaw's clipped table in causal attention over the same consecutive positions, the band of 2K + 1
+        diagonals and flash attention over the far keys (``posenc.kernels.banded``). None with relative
+        values (the output then needs the weights themselves)."""
         if self.values:
             return None
         q, k = self._checked_heads(q, k)
         q_positions, k_positions = query_key_positions(q, k, q_positions, k_positions)
-        scale = 1 / math.sqrt(self.d_head)
+        term_scale = 1 / math.sqrt(self.d_head)
         key_query = self.variant == "relative_key_query"
 
         def block(q_rows, k_keys, rows, keys, table):
@@ -271,9 +282,20 @@ class ShawRelativePosition(PositionalEncoding):
                 by_key = gather_rows(k_keys @ table.T, index.transpose(-1, -2))  # [b, h_kv, m, n]
                 groups = q_rows.shape[1] // k_keys.shape[1]
                 terms = terms + by_key.repeat_interleave(groups, dim=1).transpose(-1, -2)
-            return terms * scale
+            return terms * term_scale
 
-        return BlockTerms(block, (self.key_table.to(q.dtype),))
+        table = self.key_table.to(q.dtype)
+        direct = None
+        if self.variant == "shaw" and _same_consecutive(q, k, q_positions, k_positions):
+
+            def direct(q, k, v, *, causal, scale):  # the band of 2K + 1 diagonals and the far keys
+                if not causal:
+                    return None
+                return clipped_relative_attention(
+                    q, k, v, table, self.max_distance, scale=scale, term_scale=term_scale
+                )
+
+        return BlockTerms(block, (table,), direct=direct)
 
     @property
     def reads_attention_weights(self) -> bool:

@@ -38,13 +38,17 @@ class BlockTerms:
     for the queries ``rows`` and keys ``keys`` (slices of q's and k's sequence), from q_rows
     ``[b, h, n, d]`` = q[:, :, rows] and k_keys ``[b, h_kv, m, d]`` = k[:, :, keys]; it may read any
     positions it closed over, and must read every tensor with a gradient through ``tensors`` (the
-    encoding's tables, computed once per call with autograd) so that backward can reach them.
+    encoding's tables, computed once per call with autograd) so that backward can reach them. T is a
+    tensor of its own (not a view of an input): the forward writes the causal mask into it.
     ``content_scale`` multiplies the layer's scale on q·kᵀ (DeBERTa's 1/√f).
     """
 
     compute: Callable[..., torch.Tensor]
     tensors: tuple[torch.Tensor, ...] = ()
     content_scale: float = 1.0
+    #: An exact faster form where it applies: ``direct(q, k, v, causal=…, scale=…)`` gives the output, or
+    #: None where it does not apply (the blocks then run). Shaw's band and far keys.
+    direct: Callable[..., torch.Tensor | None] | None = None
 
 
 def query_blocked_attention(
@@ -65,6 +69,10 @@ def query_blocked_attention(
     """
     block = check_positive_int("block", DEFAULT_BLOCK if block is None else block)
     factor = scale_of(scale, q.shape[-1]) * terms.content_scale
+    if terms.direct is not None:
+        out = terms.direct(q, k, v, causal=causal, scale=factor)
+        if out is not None:
+            return out
     return _QueryBlocked.apply(q, k, v, terms, causal, factor, block, *terms.tensors)
 
 
@@ -103,8 +111,12 @@ class _QueryBlocked(torch.autograd.Function):
         lse = None  # [b, h, s_q]
         for rows, keys in _blocks(s_q, s_k, causal, block):
             mask = _as_4d(terms.compute(q[:, :, rows], k[:, :, keys], rows, keys, *tensors)).to(q.dtype)
-            if causal:
-                mask = mask.masked_fill(_hidden(rows, keys, s_q, s_k, q.device), float("-inf"))
+            if causal:  # keys after a query lie in the block's last n columns (a fresh tensor: in place)
+                n = rows.stop - rows.start
+                square = mask[..., keys.stop - n :]
+                square.masked_fill_(
+                    _hidden(rows, slice(keys.stop - n, keys.stop), s_q, s_k, q.device), float("-inf")
+                )
             part, part_lse = _flash(
                 q[:, :, rows], k_rep[:, :, keys], v_rep[:, :, keys], attn_mask=mask, scale=factor
             )
