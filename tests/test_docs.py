@@ -134,6 +134,9 @@ QUOTED = [
     ("comrope", "bounded", "norms kept (", "6.9e-13"),
     ("comrope", "relative", "when the grid moves (", "2.8e-14"),
     ("comrope", "parameters", "learned parameters (", "120"),
+    ("mochi", "bounded", "norms kept (", "1.8e-15"),
+    ("mochi", "relative", "*explicit* relative position (", "7.8e-16"),
+    ("mochi", "parameters", "learned parameters (", "768"),
     ("nope", "relative", "unchanged by a shift (", "0"),
 ]
 

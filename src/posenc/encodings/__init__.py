@@ -38,6 +38,8 @@ from posenc.encodings.learned import DESCRIPTION as LEARNED_DESCRIPTION
 from posenc.encodings.learned import LearnedEncoding
 from posenc.encodings.liere import DESCRIPTION as LIERE_DESCRIPTION
 from posenc.encodings.liere import LieRE
+from posenc.encodings.mochi import DESCRIPTION as MOCHI_DESCRIPTION
+from posenc.encodings.mochi import MochiRoPE
 from posenc.encodings.nope import DESCRIPTION as NOPE_DESCRIPTION
 from posenc.encodings.nope import NoPE
 from posenc.encodings.rope import DESCRIPTION as ROPE_DESCRIPTION
@@ -161,6 +163,7 @@ register("golden_gate", GoldenGateRoPE, GOLDEN_GATE_DESCRIPTION)
 register("string", STRING, STRING_DESCRIPTION)
 register("liere", LieRE, LIERE_DESCRIPTION)
 register("comrope", ComRoPE, COMROPE_DESCRIPTION)
+register("mochi", MochiRoPE, MOCHI_DESCRIPTION)
 
 
 def available() -> list[str]:
