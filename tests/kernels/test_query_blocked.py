@@ -33,6 +33,8 @@ BLOCKED = {
         terms=("c2p",),
     ),
     "fire": lambda: posenc.build("fire", n_heads=HEADS, hidden=6, threshold=12.0),
+    # every query at or below the threshold: a bias of i − j alone, one table per distance
+    "fire below its threshold": lambda: posenc.build("fire", n_heads=HEADS, hidden=6, threshold=60.0),
     "cope": lambda: posenc.build("cope", d_head=8, npos_max=12, init_std=0.5),
 }
 

@@ -27,6 +27,7 @@ from posenc._validation import (
 )
 from posenc.encodings.base import PositionalEncoding
 from posenc.encodings.description import Description
+from posenc.kernels.per_distance import per_distance_attention
 from posenc.kernels.query_blocked import BlockTerms
 
 #: The authors' defaults (the paper's reference implementation): c, the threshold L, the hidden width,
@@ -87,6 +88,19 @@ def relu_mlp_pieces(first: nn.Linear, second: nn.Linear) -> tuple[torch.Tensor, 
     slopes = torch.cat((start_slope[:, None], start_slope[:, None] + steps_slope), dim=-1)  # [h, H+1]
     intercepts = torch.cat((start_intercept[:, None], start_intercept[:, None] + steps_intercept), dim=-1)
     return crossings[order], slopes, intercepts
+
+
+def _below_threshold(q_positions: torch.Tensor, k_positions: torch.Tensor, threshold: torch.Tensor) -> bool:
+    """Whether keys ``[j]`` are consecutive, the queries ``[i]`` the last i of them, and no query beyond the
+    threshold L (a host read): then ψ(max(L, i)) = ψ(L) for every query and the bias reads i − j alone."""
+    if q_positions.dim() != 1 or k_positions.dim() != 1 or q_positions.shape[0] > k_positions.shape[0]:
+        return False
+    steps = torch.arange(k_positions.shape[0], device=k_positions.device)
+    if not torch.equal(k_positions - k_positions[:1], steps):
+        return False
+    if not torch.equal(q_positions, k_positions[k_positions.shape[0] - q_positions.shape[0] :]):
+        return False
+    return float(q_positions[-1]) <= float(threshold.detach())
 
 
 class FIRE(PositionalEncoding):
@@ -206,7 +220,20 @@ class FIRE(PositionalEncoding):
             return values if x.dim() == 2 else values.movedim(0, 1)
 
         tensors = (slopes.to(dtype), intercepts.to(dtype), self.c.abs(), self.threshold())
-        return BlockTerms(block, tensors)
+        direct = None
+        if _below_threshold(q_positions, k_positions, tensors[3]):
+
+            def direct(q, k, v, *, causal, scale):  # a bias of i − j alone: one table per distance
+                return per_distance_attention(q, k, v, self._distance_values, causal=causal, scale=scale)
+
+        return BlockTerms(block, tensors, direct=direct)
+
+    def _distance_values(self, distances: torch.Tensor) -> torch.Tensor:
+        """f_θ(ψ(|d|)/ψ(L)) per head at distances ``[n]``, ``[h, n]``: the bias of every query at or below
+        the threshold L (whose normaliser is ψ(L))."""
+        c, threshold = self.c.abs().to(torch.float64), self.threshold().to(torch.float64)
+        x = torch.log1p(c * distances.abs().to(torch.float64)) / (torch.log1p(c * threshold) + self.eps)
+        return self.head_values(x)  # [h, n]
 
     def extra_repr(self) -> str:
         sizes = f"n_heads={self.n_heads}, hidden={self.hidden}"
