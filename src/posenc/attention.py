@@ -289,6 +289,11 @@ class MultiHeadAttention(nn.Module):
         has them: once per model call, not again in every layer); ``documents`` ``[s]`` / ``[b, s]``
         keeps each token to the keys of its own document (queries and keys the same tokens); ``content``:
         what the encoding read of the queries' and the keys' layer input (``[b, i, c]``, ``[b, j, c]``)."""
+        if documents is not None and not self.encoding.follows_documents:
+            raise ValueError(
+                f"{type(self.encoding).__name__} reads keys outside a packed document's own (its weights are "
+                "no softmax over the keys a query sees): give each document a call of its own, not documents"
+            )
         if self.encoding.reads_content and content[1] is None:
             raise ValueError(
                 f"{type(self.encoding).__name__} reads each token's layer input (its content), which q, k "

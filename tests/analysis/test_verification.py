@@ -106,8 +106,8 @@ def test_every_registered_encoding_has_a_specimen_in_eval_mode_drawn_from_its_se
         first.state_dict().items(), again.state_dict().values(), other.state_dict().values(), strict=True
     ):
         assert torch.equal(p, q), key  # the same seed draws the same table
-        if p.is_floating_point() and p.numel() > 1:
-            assert not torch.equal(p, r), key  # another seed another one
+        if p.is_floating_point() and p.numel() > 1 and not bool((p == p.flatten()[0]).all()):
+            assert not torch.equal(p, r), key  # another seed another one (a constant start is drawn from none)
     with pytest.raises(ValueError, match="unknown encoding 'nosuch'; available: alibi"):
         specimen("nosuch")
 

@@ -99,14 +99,19 @@ def logit_shift_change(encoding: PositionalEncoding, shifts=None, *, seq_len: in
     """
     positions, shifts = shift_plan(encoding, shifts, seq_len)
     reference = attention_logits(encoding, positions, seed=seed)
-    scale = float(reference.abs().max())
     return {
-        shift: float(
-            (attention_logits(encoding, positions + torch.tensor(shift), seed=seed) - reference).abs().max()
-        )
-        / scale
+        shift: _change(attention_logits(encoding, positions + torch.tensor(shift), seed=seed), reference)
         for shift in shifts
     }
+
+
+def _change(moved: torch.Tensor, reference: torch.Tensor) -> float:
+    """max |moved − reference| / max |reference| over the finite logits; a logit that is −inf (a key an
+    encoding hides itself, as stick-breaking hides those after the query) must stay so, else inf."""
+    finite = reference.isfinite()
+    if not torch.equal(finite, moved.isfinite()) or not torch.equal(moved[~finite], reference[~finite]):
+        return float("inf")
+    return float((moved[finite] - reference[finite]).abs().max()) / float(reference[finite].abs().max())
 
 
 def position_sensitivity(encoding: PositionalEncoding, *, seq_len: int = 16, seed: int = 0) -> float:
@@ -119,5 +124,4 @@ def position_sensitivity(encoding: PositionalEncoding, *, seq_len: int = 16, see
     generator = torch.Generator().manual_seed(seed)
     shuffled = positions[torch.randperm(positions.shape[0], generator=generator)]
     reference = attention_logits(encoding, positions, seed=seed)
-    moved = attention_logits(encoding, shuffled, seed=seed)
-    return float((moved - reference).abs().max()) / float(reference.abs().max())
+    return _change(attention_logits(encoding, shuffled, seed=seed), reference)

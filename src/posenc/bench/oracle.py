@@ -1,6 +1,6 @@
 """The float64 oracle every row of ``posenc bench attention`` is checked against, written once for every
-encoding: the encoding's own hooks (``rotate``, ``logit_scale``, ``bias``, ``score_terms``,
-``value_terms``) in float64, and the softmax one query at a time.
+encoding: the encoding's own hooks (``rotate``, ``logit_scale``, ``bias``, ``score_terms``, ``content``
+and ``content_terms``, ``value_terms``, ``output_terms``) in float64, and the softmax one query at a time.
 
 Shapes: b batch, h heads, s sequence, i / j query / key positions, d head width.
 """
@@ -21,6 +21,7 @@ def attention_oracle(
     *,
     project=None,
     causal: bool = True,
+    content: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """softmax(q·kᵀ·scale + bias + terms + causal mask)·v (+ value terms), query by query, in float64.
 
@@ -30,6 +31,7 @@ def attention_oracle(
         positions: the queries' and keys' positions, ``[s]`` (``[s, n]`` on n axes).
         project: the layer's ``project_heads`` for ``score_terms`` (DeBERTa's shared key), or None.
         causal: mask the keys after each query.
+        content: what the encoding read of each token's layer input, ``[b, s, c]`` (``content``), or None.
 
     Returns:
         ``[b, h, s, d]`` float64.
@@ -41,11 +43,12 @@ def attention_oracle(
     scale = encoding.logit_scale(q.shape[-1])
     bias = encoding.bias(positions, positions)  # [(b,) h, i, j] or None
     terms = encoding.score_terms(q, k, positions, positions, project=project)  # [b, h, i, j] or None
+    read = None if content is None else encoding.content_terms(q, k, content, content)  # [b, h, i, j] or None
     weights = q.new_zeros(*q.shape[:3], s) if encoding.reads_attention_weights else None  # [b, h, i, j]
     out = torch.empty_like(q)
     for i in range(s):
         scores = (q[:, :, i : i + 1] @ k.transpose(-1, -2)) * scale  # [b, h, 1, j]
-        for added in (bias, terms):
+        for added in (bias, terms, read):
             if added is not None:
                 scores = scores + added[..., i : i + 1, :].double()
         if causal:
@@ -56,7 +59,8 @@ def attention_oracle(
             weights[:, :, i : i + 1] = row
     if weights is not None:
         out = out + encoding.value_terms(weights, positions, positions).double()
-    return out
+    extra = encoding.output_terms(q, k, v, positions, positions)  # [b, h, i, d] or None
+    return out if extra is None else out + extra.double()
 
 
 def layer_oracle(layer, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -75,6 +79,13 @@ def layer_oracle(layer, x: torch.Tensor, positions: torch.Tensor) -> torch.Tenso
         k = split(layer.k_proj, layer.n_kv_heads).repeat_interleave(groups, dim=1)
         v = split(layer.v_proj, layer.n_kv_heads).repeat_interleave(groups, dim=1)
         out = attention_oracle(
-            layer.encoding, q, k, v, positions, project=layer.project_heads, causal=layer.causal
+            layer.encoding,
+            q,
+            k,
+            v,
+            positions,
+            project=layer.project_heads,
+            causal=layer.causal,
+            content=layer.encoding.content(x),  # [b, s, c] or None
         )
         return layer.out_proj(out.transpose(1, 2).reshape(b, s, layer.n_heads * layer.d_head))

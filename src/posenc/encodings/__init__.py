@@ -30,6 +30,8 @@ from posenc.encodings.deberta import DisentangledAttention
 from posenc.encodings.description import Description, SeedRow, declared_by
 from posenc.encodings.fire import DESCRIPTION as FIRE_DESCRIPTION
 from posenc.encodings.fire import FIRE
+from posenc.encodings.forgetting import DESCRIPTION as FORGETTING_DESCRIPTION
+from posenc.encodings.forgetting import ForgettingTransformer
 from posenc.encodings.golden_gate import DESCRIPTION as GOLDEN_GATE_DESCRIPTION
 from posenc.encodings.golden_gate import GoldenGateRoPE
 from posenc.encodings.kerple import DESCRIPTION as KERPLE_DESCRIPTION
@@ -42,6 +44,10 @@ from posenc.encodings.mochi import DESCRIPTION as MOCHI_DESCRIPTION
 from posenc.encodings.mochi import MochiRoPE
 from posenc.encodings.nope import DESCRIPTION as NOPE_DESCRIPTION
 from posenc.encodings.nope import NoPE
+from posenc.encodings.path import DESCRIPTION as PATH_DESCRIPTION
+from posenc.encodings.path import PaTH
+from posenc.encodings.pope import DESCRIPTION as POPE_DESCRIPTION
+from posenc.encodings.pope import PolarEncoding
 from posenc.encodings.rope import DESCRIPTION as ROPE_DESCRIPTION
 from posenc.encodings.rope import RotaryEncoding
 from posenc.encodings.rope_axes import (
@@ -74,6 +80,8 @@ from posenc.encodings.sandwich import DESCRIPTION as SANDWICH_DESCRIPTION
 from posenc.encodings.sandwich import Sandwich
 from posenc.encodings.shaw import DESCRIPTION as SHAW_DESCRIPTION
 from posenc.encodings.shaw import ShawRelativePosition
+from posenc.encodings.stick_breaking import DESCRIPTION as STICK_BREAKING_DESCRIPTION
+from posenc.encodings.stick_breaking import StickBreaking
 from posenc.encodings.sinusoidal import (
     SINUSOIDAL_DESCRIPTION,
     SINUSOIDAL_GRID_DESCRIPTION,
@@ -152,6 +160,9 @@ register("transformer_xl", TransformerXLRelative, TRANSFORMER_XL_DESCRIPTION)
 register("fire", FIRE, FIRE_DESCRIPTION)
 register("kerple", Kerple, KERPLE_DESCRIPTION)
 register("sandwich", Sandwich, SANDWICH_DESCRIPTION)
+register("forgetting", ForgettingTransformer, FORGETTING_DESCRIPTION)
+register("stick_breaking", StickBreaking, STICK_BREAKING_DESCRIPTION)
+register("path", PaTH, PATH_DESCRIPTION)
 register("dinov3", DinoV3RotaryEncoding, DINOV3_DESCRIPTION)
 register("ltx", LTXRotaryEncoding, LTX_DESCRIPTION)
 register("cosmos", CosmosRotaryEncoding, COSMOS_DESCRIPTION)
@@ -164,6 +175,7 @@ register("string", STRING, STRING_DESCRIPTION)
 register("liere", LieRE, LIERE_DESCRIPTION)
 register("comrope", ComRoPE, COMROPE_DESCRIPTION)
 register("mochi", MochiRoPE, MOCHI_DESCRIPTION)
+register("pope", PolarEncoding, POPE_DESCRIPTION)
 
 
 def available() -> list[str]:

@@ -233,6 +233,14 @@ class PositionalEncoding(nn.Module):
         return False
 
     @property
+    def follows_documents(self) -> bool:
+        """Whether packed documents (attention's document mask) give each document what it gets alone: true
+        of any encoding whose scores read nothing outside the keys a query sees, and the key's tokens up to
+        the query. False where a query's weights read the keys it does not see (stick-breaking's leftover
+        stick runs over every earlier key): attention then refuses documents. Undeclared: True."""
+        return True
+
+    @property
     def reads_content(self) -> bool:
         """Whether the encoding reads each token's layer input (a position made of the content: FoX's forget
         gates, PaTH's Householder vectors) through :meth:`content`; attention then hands it the layer

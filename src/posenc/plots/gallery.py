@@ -31,13 +31,15 @@ from posenc.analysis import (
     swin_offset_table,
     t5_bucket_map,
 )
+from posenc.analysis.content import attention_weights, content_terms
 from posenc.analysis.counting import sentence_counts
 from posenc.analysis.grid import grid_bias, mrope_example, patch_similarity
 from posenc.analysis.precision import RECIPES, angle_error
 from posenc.analysis.spectrum import EXAMPLE_FACTOR, EXAMPLE_ORIGINAL_LENGTH
 from posenc.encodings import PositionalEncoding, available, describe
-from posenc.plots.bias import bias_heads, bucket_map, bucket_table, distance_bias, offset_tables
 from posenc.encodings.views import frequencies, view
+from posenc.plots.bias import bias_heads, bucket_map, bucket_table, distance_bias, offset_tables
+from posenc.plots.content import causal_heads
 from posenc.plots.counting import counted_positions
 from posenc.plots.dot_product import flat_lines
 from posenc.plots.grid import axis_positions, grid_bias_heads, similarity_map
@@ -56,6 +58,8 @@ FLAT_DISTANCES = (1, 3, 5, 7, 9, 11, 13)
 ROTATION_POSITIONS = 33
 #: Query/key positions of the bias heatmaps, and the distances of the bias lines.
 BIAS_POSITIONS = 48
+#: Tokens of the fixed random input whose content terms and attention weights are drawn.
+CONTENT_TOKENS = 32
 #: The grid of the patch-similarity figure, and of the 2-D bias heatmaps.
 PATCH_GRID = (14, 14)
 BIAS_GRID = (9, 9)
@@ -292,6 +296,23 @@ KINDS: dict[str, FigureKind] = {
         "token count i − j + 1 it would be if every gate were 1. The tokens are embedded with a fixed random "
         "projection (untrained q and k): the gates here are not a trained model's.",
         _needs("counted_positions"),
+    ),
+    "content-terms": FigureKind(
+        lambda label, e: f"{label} terms read from the content, per head ({CONTENT_TOKENS} random tokens)",
+        lambda e, title, name: causal_heads(
+            content_terms(e, CONTENT_TOKENS), label="term added to q_i·k_j", signed=True, title=title
+        ),
+        "What the encoding adds to each logit from the tokens' content, for one fixed random input and "
+        "untrained weights: not a function of positions, so another input draws another picture.",
+        lambda e: None if e.reads_content else "content (a layer input it reads)",
+    ),
+    "attention-weights": FigureKind(
+        lambda label, e: f"{label} causal attention weights, per head ({CONTENT_TOKENS} random tokens)",
+        lambda e, title, name: causal_heads(
+            attention_weights(e, CONTENT_TOKENS), label="weight of key j for query i", signed=False, title=title
+        ),
+        "The weights each query gives the keys up to it, for one fixed random input, untrained projections "
+        "and the encoding's own hooks.",
     ),
     "logit-shift": FigureKind(
         lambda label, e: f"{label}: attention-logit change when every position shifts by Δ",

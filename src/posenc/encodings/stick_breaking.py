@@ -1,0 +1,132 @@
+"""Stick-breaking attention: weights that each earlier key breaks off what is left, no softmax, no positions.
+
+Tan, Shen, Yang, Courville and Panda, 2025, "Scaling Stick-Breaking Attention: An Efficient Implementation
+and In-depth Study", https://arxiv.org/abs/2410.17980 (ICLR 2025): A_ij = β_ij·Π_{j<l<i}(1 − β_il),
+β_ij = σ(q_i·k_j/√d), for the keys j < i (:func:`posenc.functional.stick_breaking.stick_breaking_log_weights`).
+
+posenc's attention normalises with a softmax on every backend; the weights reach it as log-weights whose
+softmax they are. The terms added to the logits make them log A_ij for the keys before the query and log
+rem_i (the stick left over, Π_{l<i}(1 − β_il)) on the query's own key, so each row sums to 1 and the
+softmax gives A_ij back exactly: Σ_j A_ij + rem_i = 1. The leftover weight then sits on the query's own
+value; the paper's output Σ_{j<i} A_ij·v_j drops it, which ``output_terms`` does (−rem_i·v_i);
+``remainder="self"`` keeps it there instead (the token's own value takes what the earlier ones left).
+
+Notation used for tensor shapes: b batch, h heads, h_kv key/value heads, i / j query / key positions.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from posenc._validation import check_choice
+from posenc.encodings.base import PositionalEncoding
+from posenc.encodings.description import Description
+from posenc.functional.stick_breaking import stick_breaking_log_weights
+
+PAPER = (
+    'Tan, Shen, Yang, Courville and Panda, 2025, "Scaling Stick-Breaking Attention", '
+    "https://arxiv.org/abs/2410.17980"
+)
+#: Where the stick left over after the earliest key goes: nowhere (the paper's Σ_{j<i} A_ij·v_j), or to
+#: the query's own value.
+REMAINDERS = ("drop", "self")
+
+
+class StickBreaking(PositionalEncoding):
+    """Stick-breaking attention (Tan et al., 2025, https://arxiv.org/abs/2410.17980) through the one interface.
+
+    ``score_terms`` turns q·kᵀ/√d into the log-weights (log A_ij for j < i, log rem_i on the diagonal,
+    −inf after it), so every backend's softmax gives the stick-breaking weights; ``output_terms`` removes
+    the leftover stick from the query's own value (``remainder="drop"``, the paper's output). Both read q
+    and k only: a KV cache needs nothing beyond the keys, and shifting the positions changes nothing
+    (``contextual_positions``): the order of the keys is all it sees. The weights read the logit scale of
+    the layer (``logit_scale``, 1/√d).
+
+    Defined for causal attention only (the keys before the query): ``model_arguments(causal=False)`` is
+    refused, and an instance placed in bidirectional attention by hand still weighs the keys before the
+    query only. Packed documents are refused (``follows_documents``): the leftover stick would run over
+    the earlier documents' keys.
+
+    Args:
+        remainder: ``"drop"`` (default, the paper's output) or ``"self"``.
+
+    Raises:
+        ValueError: a remainder outside :data:`REMAINDERS`.
+    """
+
+    kind = "bias"
+    contextual_positions = True
+    follows_documents = False
+    views = frozenset()
+
+    @classmethod
+    def model_arguments(cls, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
+        """No sizes: the weights are read from q and k.
+
+        Raises:
+            ValueError: ``causal=False``: the stick is broken over the keys before the query.
+        """
+        if not causal:
+            raise ValueError(
+                f"stick-breaking breaks the stick over the keys before the query, j < i ({PAPER}); the paper "
+                "defines no bidirectional form: causal=False is refused"
+            )
+        return {}
+
+    def __init__(self, *, remainder: str = "drop") -> None:
+        super().__init__()
+        self.remainder = check_choice("remainder", remainder, REMAINDERS)
+
+    def _log_weights(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(z, log A, log rem): the scaled logits ``[b, h, i, j]``, the log-weights and the log leftover ``[b, h, i]``."""
+        dtype = torch.promote_types(q.dtype, torch.float32)  # as attention's eager scores
+        k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)  # [b, h, j, d]
+        logits = (q.to(dtype) @ k.to(dtype).transpose(-1, -2)) * self.logit_scale(q.shape[-1])  # [b, h, i, j]
+        log_weights, log_rest = stick_breaking_log_weights(logits)
+        return logits, log_weights, log_rest
+
+    def score_terms(self, q, k, q_positions, k_positions, *, project=None) -> torch.Tensor:
+        """log-weights − z ``[b, h, i, j]``: log A_ij for the keys before the query, log rem_i on its own key,
+        −inf after it (z the scaled logits attention adds them to)."""
+        logits, log_weights, log_rest = self._log_weights(q, k)
+        queries, keys = logits.shape[-2], logits.shape[-1]
+        own = torch.arange(keys, device=q.device) == torch.arange(keys - queries, keys, device=q.device)[:, None]
+        log_weights = torch.where(own, log_rest[..., None], log_weights)  # [b, h, i, j]
+        return log_weights - logits
+
+    def output_terms(self, q, k, v, q_positions, k_positions) -> torch.Tensor | None:
+        """−rem_i·v_i ``[b, h, i, d]`` (``remainder="drop"``): the leftover stick off the query's own value."""
+        if self.remainder == "self":
+            return None
+        dtype = torch.promote_types(q.dtype, torch.float32)
+        k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)  # [b, h, j, d]
+        logits = (q.to(dtype) @ k.to(dtype).transpose(-1, -2)) * self.logit_scale(q.shape[-1])  # [b, h, i, j]
+        queries, keys = logits.shape[-2], logits.shape[-1]
+        before = torch.arange(keys, device=q.device) < torch.arange(keys - queries, keys, device=q.device)[:, None]
+        log_rest = torch.where(before, F.logsigmoid(-logits), 0.0).sum(-1)  # [b, h, i]: Σ_{l<i} log(1 − β_il)
+        v = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1)  # [b, h, j, d]
+        own = v[:, :, v.shape[2] - q.shape[2] :].to(log_rest.dtype)  # [b, h, i, d]: each query's own value
+        return -log_rest.exp()[..., None] * own
+
+    def extra_repr(self) -> str:
+        return f"remainder={self.remainder!r}"
+
+
+DESCRIPTION = Description(
+    label="stick-breaking",
+    where_it_acts="replaces the softmax: A_ij = β_ij·Π_(j<l<i)(1 − β_il), β = σ(q·k/√d), no positions",
+    used_by="Stick-breaking attention",
+    parameter_formula="0",
+    specimen_kwargs={},
+    figures={
+        "attention-weights": "The stick-breaking weights of a fixed random input, per head: the nearest "
+        "earlier keys take their share first; the diagonal holds the stick left over (rem_i), which the "
+        "paper's output drops.",
+        "logit-shift": "Every change is exactly 0: the weights are read from q and k and the order of the "
+        "keys, never from the positions given.",
+    },
+)
+
+
+__all__ = ["REMAINDERS", "StickBreaking"]
