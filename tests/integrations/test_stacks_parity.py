@@ -83,3 +83,35 @@ def test_llama4_temperature_on_a_nope_layer_and_its_chunks_match_its_attention()
     torch.testing.assert_close(ours(x), expected, atol=1e-7, rtol=1e-5)
     untempered = load_attention(MultiHeadAttention(HIDDEN, HEADS, n_kv_heads=KV_HEADS, chunk=4).double(), theirs)
     assert (untempered(x) - expected).abs().max() > 1e-3  # the factor moves within these positions
+
+
+def test_gemma3_local_and_global_layers_rotate_as_its_rotary_embedding_per_layer_type():
+    from transformers.models.gemma3.configuration_gemma3 import Gemma3TextConfig
+    from transformers.models.gemma3.modeling_gemma3 import Gemma3RotaryEmbedding
+
+    from posenc.model import TransformerLM
+    from posenc.stacks import layer, pattern
+
+    config = Gemma3TextConfig(
+        head_dim=HEAD_DIM, hidden_size=HIDDEN, num_attention_heads=HEADS, num_key_value_heads=KV_HEADS,
+        num_hidden_layers=6, sliding_window=4,
+        rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+        },
+    )
+    local, full = config.rope_parameters["sliding_attention"], config.rope_parameters["full_attention"]
+    model = TransformerLM(64, d_model=HIDDEN, n_heads=HEADS, n_kv_heads=KV_HEADS, n_layers=6, layers=pattern(
+        "LLLLLG",
+        L=layer("rope", base=local["rope_theta"], window=config.sliding_window),
+        G=layer("rope", base=full["rope_theta"], scaling="linear", scaling_args={"factor": full["factor"]}),
+    ))
+    rotary = Gemma3RotaryEmbedding(config)
+    positions = torch.arange(0, 5000, 7)
+    for layer_type, block, encoding in zip(config.layer_types, model.blocks, model.layer_encodings, strict=True):
+        cos, sin = rotary(torch.zeros(1, 1, HIDDEN), positions[None], layer_type=layer_type)  # [1, s, d]
+        ours_cos, ours_sin = encoding.rotation_tables(positions)  # [s, d/2]
+        # transformers' angles are float32 products: off by up to about one float32 ulp of 5000 (5e-4)
+        torch.testing.assert_close(ours_cos.float(), cos[0, :, : HEAD_DIM // 2], atol=1e-3, rtol=0)
+        torch.testing.assert_close(ours_sin.float(), sin[0, :, : HEAD_DIM // 2], atol=1e-3, rtol=0)
+        assert block.attention.window == (config.sliding_window if layer_type == "sliding_attention" else None)
