@@ -27,6 +27,14 @@ Backends, all computing softmax(q·kᵀ·scale + bias + terms + mask)·v, where 
   pure-torch check ``tools/flex_cpu_check.py`` shows when a torch release no longer needs this.
   With no score_mod and no terms there is nothing for flex to add: SDPA as above.
 
+A layer may also keep a sliding ``window`` or ``chunk`` of keys (:mod:`posenc.masks`: masks of
+indices, combined with causality and packed documents, the flex backend's block mask on CUDA), learned
+``sinks`` (:mod:`posenc.sinks`: a logit per head in the softmax's denominator) and a query
+``temperature`` (:mod:`posenc.temperature`: q times f(position), after the rotation). On sdpa, with
+nothing added to the scores, a window runs in blocks of queries against two blocks of keys and chunks
+as batch rows of one causal call; sinks rescale SDPA's output by σ(lse − sink) (CPU's flash kernel,
+elsewhere the explicit softmax); with a bias, one masked call.
+
 Notation used for tensor shapes: b batch, s sequence, h heads, h_kv key/value heads, d head width,
 i / j query / key positions.
 """
