@@ -327,19 +327,46 @@ class DisentangledAttention(PositionalEncoding):
         pos_query, pos_key = self.position_heads(project)  # [h, 2S, d] each, or None
         scale = 1 / math.sqrt(d * self.scale_factor)
         content = (1 / math.sqrt(self.scale_factor) - 1) / math.sqrt(d)
-        tensors = tuple(t.to(q.dtype) for t in (pos_key, pos_query) if t is not None)
+        tensors = []
+        if pos_key is not None:
+            tensors.append(pos_key.to(q.dtype))
+        if pos_query is not None:  # k_j·Q_r[r] for every row r, through p2c's own gather: [b, h, 2S, j]
+            every_row = torch.arange(2 * self.span, device=k.device)[:, None].expand(-1, k.shape[2])
+            tensors.append(position_to_content(k, pos_query.to(k.dtype), every_row, h))
+        index_of = self._block_index(q_positions, k_positions)
 
         def block(q_rows, k_keys, rows, keys, *tensors):
-            index = self.relative_index(q_positions[..., rows], k_positions[..., keys])  # [(b,) n, m]
-            index = index.unsqueeze(-3) if index.dim() == 3 else index  # [(b, 1,) n, m]
+            index = index_of(rows, keys)  # [(b, 1,) n, m]
             terms = _grouped_scores(q_rows, k_keys) * content
             if pos_key is not None:
                 terms = terms + content_to_position(q_rows, tensors[0], index) * scale
             if pos_query is not None:
-                terms = terms + position_to_content(k_keys, tensors[-1], index, h) * scale
+                by_row = tensors[-1][..., keys.start : keys.stop]  # [b, h, 2S, m]
+                terms = terms + by_row.gather(2, index.expand(*by_row.shape[:2], *index.shape[-2:])) * scale
             return terms
 
-        return BlockTerms(block, tensors)
+        return BlockTerms(block, tuple(tensors))
+
+    def _block_index(self, q_positions: torch.Tensor, k_positions: torch.Tensor):
+        """``(rows, keys) -> δ`` ``[(b, 1,) n, m]`` of a block's pairs: for positions ``[i]``, ``[j]`` read from
+        δ of every distance present (one [D] table, D = the span of the distances); batched, per block."""
+        if q_positions.dim() != 1 or k_positions.dim() != 1:
+
+            def per_block(rows: slice, keys: slice) -> torch.Tensor:
+                index = self.relative_index(q_positions[..., rows], k_positions[..., keys])
+                return index.unsqueeze(-3)
+
+            return per_block
+        low = int(q_positions.min() - k_positions.max())
+        high = int(q_positions.max() - k_positions.min())
+        distances = torch.arange(low, high + 1, device=q_positions.device)
+        table = self.relative_index(distances, distances.new_zeros(1))[:, 0]  # δ at distance low + t: [D]
+
+        def from_table(rows: slice, keys: slice) -> torch.Tensor:
+            distance = q_positions[rows, None] - k_positions[None, keys]  # [n, m]
+            return table[distance - low]
+
+        return from_table
 
     def extra_repr(self) -> str:
         return (
