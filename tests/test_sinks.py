@@ -79,3 +79,16 @@ def test_sink_errors_name_the_value():
         MultiHeadAttention(16, 2, sinks=[0.0, float("nan")])
     with pytest.raises(TypeError, match="sinks must be a bool"):
         MultiHeadAttention(16, 2, sinks="yes")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_model_with_sinks_decodes_with_a_kv_cache_to_its_full_forward(backend):
+    from posenc.model import TransformerLM
+    from posenc.stacks import layer
+
+    torch.manual_seed(0)
+    model = TransformerLM(40, d_model=16, n_heads=2, n_layers=1, layers=layer("rope", sinks=[1.0, -0.5]), backend=backend).double()
+    tokens = torch.randint(0, 40, (2, 9))
+    caches = model.new_caches()
+    steps = torch.cat([model(tokens[:, :3], caches=caches)] + [model(tokens[:, t : t + 1], caches=caches) for t in range(3, 9)], 1)
+    torch.testing.assert_close(steps, model(tokens), atol=1e-12, rtol=1e-12)
