@@ -10,7 +10,7 @@ import torch
 
 import posenc
 from posenc.functional.normalized import normalized_grid, video_positions
-from tests.functional.test_rope_frequencies import loop_rotation
+from tests.reference.axes_loop import per_axis_rope_vector
 
 
 def random(*shape, seed=0, dtype=torch.float64):
@@ -26,14 +26,15 @@ def test_dinov3_turns_each_axis_by_two_pi_coordinate_over_period(periods):
         period = [100.0 ** (2 * i / 8) for i in range(quarter)]
     else:
         period = [periods[0] * (periods[1] / periods[0]) ** (i / (quarter - 1)) for i in range(quarter)]
-    theta = [2 * math.pi / p for p in period] * 2
-    axis = [0] * quarter + [1] * quarter
+    theta = [2 * math.pi / p for p in period]
     coordinates = normalized_grid((3, 5))
-    x = random(1, 2, 15, 16)
-    got, _ = rope.rotate(x, x, coordinates, coordinates)
-    torch.testing.assert_close(
-        got, loop_rotation(x, coordinates, theta, axis, interleaved=False), rtol=0, atol=1e-13
-    )
+    x = random(2, 15, 16)
+    got, _ = rope.rotate(x[None], x[None], coordinates, coordinates)
+    expected = [
+        [per_axis_rope_vector(x[h, s].tolist(), coordinates[s].tolist(), [theta, theta]) for s in range(15)]
+        for h in range(2)
+    ]
+    torch.testing.assert_close(got[0], torch.tensor(expected, dtype=torch.float64), rtol=0, atol=1e-13)
 
 
 def test_dinov3_refuses_one_period_bound_and_a_width_not_in_quarters():
@@ -122,7 +123,9 @@ def test_sd3_and_pixart_are_options_of_the_2d_sincos_reading_patch_indices():
         torch.testing.assert_close(codes.float(), expected, rtol=0, atol=2e-6)
     pixart = posenc.build("sinusoidal_2d", d_model=32, base_size=4, interpolation_scale=2.0, grid=(6, 3))
     expected = get_2d_sincos_pos_embed(32, (6, 3), base_size=4, interpolation_scale=2.0, output_type="pt")
-    torch.testing.assert_close(pixart.codes(grid_positions((6, 3))).float(), expected.float(), rtol=0, atol=2e-6)
+    torch.testing.assert_close(
+        pixart.codes(grid_positions((6, 3))).float(), expected.float(), rtol=0, atol=2e-6
+    )
 
 
 def test_the_2d_sincos_options_refuse_what_they_cannot_place():

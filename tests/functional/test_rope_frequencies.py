@@ -11,6 +11,7 @@ import torch
 import posenc
 from posenc.functional.angles import reduced_float_angles, split_frequencies
 from posenc.functional.rope import AxisFrequencies, axes_spectrum, rope_axial_frequencies
+from tests.reference.axes_loop import per_axis_rope_vector
 
 
 def test_a_base_gives_the_base_spectrum_of_the_axis_width():
@@ -56,44 +57,32 @@ def test_the_frequencies_layout_interleaves_the_axes_per_frequency():
     assert theta.tolist() == [1.0, 2.0, 3.0, 4.0] and axis.tolist() == [0, 0, 1, 1]
 
 
-def loop_rotation(x, coordinates, theta, axis, *, interleaved, kept_first=0):
-    """float64 loop: pair k turns by coordinates[axis[k]]·θ_k (k with k + r/2, or 2k with 2k+1)."""
-    out = x.clone()
-    r = 2 * len(theta)
-    for s in range(x.shape[-2]):
-        for k in range(len(theta)):
-            angle = float(coordinates[s, axis[k]]) * float(theta[k])
-            i, j = (
-                (kept_first + 2 * k, kept_first + 2 * k + 1)
-                if interleaved
-                else (kept_first + k, kept_first + k + r // 2)
-            )
-            a, b = x[..., s, i], x[..., s, j]
-            out[..., s, i] = a * math.cos(angle) - b * math.sin(angle)
-            out[..., s, j] = b * math.cos(angle) + a * math.sin(angle)
-    return out
-
-
 @pytest.mark.parametrize("unrotated", ["last", "first"])
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
-def test_per_axis_frequencies_rotate_as_the_float64_loop(unrotated, layout):
+@pytest.mark.parametrize("pair_layout", ["axes", "frequencies"])
+def test_per_axis_frequencies_rotate_as_the_float64_loop(unrotated, layout, pair_layout):
     axes = [AxisFrequencies(4, periods=(1.0, 7.0)), AxisFrequencies(4, frequencies=[0.3, 2.5])]
     rope = posenc.build(
-        "rope", d_head=10, frequencies=axes, pair_layout="frequencies", unrotated=unrotated, layout=layout
+        "rope", d_head=10, frequencies=axes, pair_layout=pair_layout, unrotated=unrotated, layout=layout
     )
-    x = torch.randn(1, 2, 5, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    thetas = [[2 * math.pi / 1.0, 2 * math.pi / 7.0], [0.3, 2.5]]  # from the periods and the vector
+    x = torch.randn(2, 5, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     coordinates = torch.rand(5, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) * 4 - 2
-    got, _ = rope.rotate(x, x, coordinates, coordinates)
+    got, _ = rope.rotate(x[None], x[None], coordinates, coordinates)
     kept = 2 if unrotated == "first" else 0
-    expected = loop_rotation(
-        x,
-        coordinates,
-        rope.inv_freq.tolist(),
-        rope.frequency_axis.tolist(),
-        interleaved=layout == "interleaved",
-        kept_first=kept,
+    expected = torch.tensor(
+        [
+            [
+                per_axis_rope_vector(
+                    x[h, s].tolist(), coordinates[s].tolist(), thetas, pair_layout, layout, kept
+                )
+                for s in range(5)
+            ]
+            for h in range(2)
+        ],
+        dtype=torch.float64,
     )
-    torch.testing.assert_close(got, expected, rtol=0, atol=1e-13)
+    torch.testing.assert_close(got[0], expected, rtol=0, atol=1e-13)
 
 
 def test_float_coordinates_get_angles_as_exact_as_integers():

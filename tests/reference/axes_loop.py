@@ -80,3 +80,26 @@ def seed_code(coords: list[float], d_model: int, base: float = 10000.0) -> list[
             w = base ** (-2 * k / width)
             code += [math.sin(p * w), math.cos(p * w)]
     return code
+
+
+def per_axis_angles(coords: list[float], frequencies: list[list[float]], pair_layout: str) -> list[float]:
+    """Axis a turns its frequencies[a] with coords[a]: "axes" lays the axes' pairs one axis after another
+    (axial RoPE, DINOv3, Cosmos), "frequencies" one frequency after another, the axes interleaved within
+    each (LTX-Video: pair k·n + a is axis a's k-th)."""
+    if pair_layout == "axes":
+        return [coords[a] * theta for a, thetas in enumerate(frequencies) for theta in thetas]
+    n = len(frequencies)
+    return [coords[a] * frequencies[a][k] for k in range(len(frequencies[0])) for a in range(n)]
+
+
+def per_axis_rope_vector(x, coords, frequencies, pair_layout="axes", layout="half", unrotated_first=0):
+    """x rotated by :func:`per_axis_angles`; the first ``unrotated_first`` channels pass through (LTX's
+    d mod 6), the rest of the rotated width after them."""
+    angles = per_axis_angles(coords, frequencies, pair_layout)
+    r = 2 * len(angles)
+    head, rotated, tail = (
+        x[:unrotated_first],
+        x[unrotated_first : unrotated_first + r],
+        x[unrotated_first + r :],
+    )
+    return head + _rotate(rotated, angles, layout) + tail
