@@ -98,3 +98,19 @@ def test_the_claim_is_a_row_of_the_layers_properties_and_na_for_an_absolute_enco
     rows = layer_properties(build("nope"), Llama4Temperature(floor_scale=64), length=32)
     assert rows["temperature_shift"].holds and rows["relative"].holds
     assert temperature_shift(build("sinusoidal", d_model=32), Llama4Temperature(floor_scale=64)).holds is None
+
+
+def test_only_kinds_whose_scores_are_linear_in_the_query_accept_a_temperature_by_default():
+    from posenc.encodings import PositionalEncoding
+
+    class Unknown(PositionalEncoding):
+        kind = "gated"  # a kind posenc does not know: the safe answer is a refusal
+
+    class Counted(PositionalEncoding):
+        kind = "bias"
+        contextual_positions = True
+
+    assert build("rope", d_head=8).accepts_query_temperature and build("alibi", n_heads=2).accepts_query_temperature
+    assert not Unknown().accepts_query_temperature and not Counted().accepts_query_temperature
+    with pytest.raises(ValueError, match="Unknown does not accept"):
+        MultiHeadAttention(16, 2, encoding=Unknown(), temperature=ScalableSoftmax())
