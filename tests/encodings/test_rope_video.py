@@ -89,3 +89,20 @@ def test_time_last_sections_refuse_unequal_spatial_counts():
         ValueError, match=r"one count s for every spatial axis, got \(2, 3, 3, 4\)|got \(2, 3, 4\)"
     ):
         posenc.build("ernie_3d", d_head=18, sections=(2, 3, 4))
+
+
+def test_the_presets_refuse_arguments_that_contradict_them():
+    with pytest.raises(ValueError, match="alpha=1000.0 is XD-RoPE's ntk_alpha scaling"):
+        posenc.build("xdrope", d_head=16, alpha=1000.0, scaling="ntk", scaling_args={"factor": 2.0})
+    with pytest.raises(ValueError, match="alpha must be positive and finite, got -1.0"):
+        posenc.build("xdrope", d_head=16, alpha=-1.0)
+    with pytest.raises(ValueError, match="not both"):
+        from posenc.functional import CoordinateAugmentation
+
+        posenc.build("dinov3", d_head=16, shift_coords=0.1, augmentation=CoordinateAugmentation(jitter=2.0))
+    with pytest.raises(ValueError, match=r"rope_scale\[0\] must be positive and finite, got 0.0"):
+        posenc.build("cosmos", d_head=24, rope_scale=(0.0, 1.0, 1.0))
+    with pytest.raises(ValueError, match="rope_scale must hold"):
+        posenc.build("cosmos", d_head=24, rope_scale=(2.0, 1.0))
+    with pytest.raises(ValueError, match="HoPE|sections"):
+        posenc.build("hope", d_head=16, sections=(2, 3, 2))

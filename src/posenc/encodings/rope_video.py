@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from posenc._validation import check_positive_float, check_positive_ints
 from posenc.encodings.description import Description
 from posenc.encodings.rope import RotaryEncoding
 from posenc.encodings.rope_schemes import Sections, Spectrum
@@ -80,10 +81,10 @@ class HoPERotaryEncoding(RotaryEncoding):
         layout: str = "half",
         **kwargs,
     ) -> None:
-        if sections is None:
-            sections = time_last_sections(d_head // 2)
-        rotary_dim = 2 * sum(sections) if all(isinstance(s, int) for s in sections) else d_head
-        scheme = ZeroTimeSections(rotary_dim, base, sections=tuple(sections), section_layout="time_last")
+        sections = (
+            time_last_sections(d_head // 2) if sections is None else check_positive_ints("sections", sections)
+        )
+        scheme = ZeroTimeSections(2 * sum(sections), base, sections=sections, section_layout="time_last")
         super().__init__(d_head, scheme=scheme, layout=layout, **kwargs)
 
 
@@ -113,7 +114,12 @@ class XDRotaryEncoding(RotaryEncoding):
             if pairs < 4:
                 raise ValueError(f"XD-RoPE needs a pair for each of P, W, H and T: {pairs} pairs are too few")
             sections = (pairs - 3 * (pairs // 4),) + (pairs // 4,) * 3
+        alpha = check_positive_float("alpha", alpha)
         if alpha != 1.0:
+            if kwargs.get("scaling") is not None:
+                raise ValueError(
+                    f"alpha={alpha} is XD-RoPE's ntk_alpha scaling; scaling={kwargs['scaling']!r} too"
+                )
             kwargs.update(scaling="ntk_alpha", scaling_args={"alpha": alpha})
         super().__init__(d_head, sections=sections, **kwargs)
 

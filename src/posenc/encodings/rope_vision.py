@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from posenc._validation import check_positive_floats
 from posenc.encodings.description import Description
 from posenc.encodings.rope import RotaryEncoding
 from posenc.encodings.rope_axes import GRID_ONLY
@@ -64,6 +65,8 @@ class DinoV3RotaryEncoding(RotaryEncoding):
         else:
             axis = AxisFrequencies(d_head // 2, periods=(min_period, max_period))
         augmentation = CoordinateAugmentation(shift_coords, jitter_coords, rescale_coords)
+        if augmentation.active and kwargs.get("augmentation") is not None:
+            raise ValueError("give shift_coords/jitter_coords/rescale_coords or augmentation=…, not both")
         kwargs.setdefault("augmentation", augmentation if augmentation.active else None)
         super().__init__(d_head, frequencies=(axis, axis), **kwargs)
 
@@ -136,9 +139,7 @@ class CosmosRotaryEncoding(RotaryEncoding):
     def __init__(
         self, d_head: int, *, base: float = 10000.0, rope_scale: Sequence[float] = (2.0, 1.0, 1.0), **kwargs
     ) -> None:
-        scales = tuple(rope_scale)
-        if len(scales) != 3:
-            raise ValueError(f"rope_scale must be (t, h, w) factors, got {rope_scale!r}")
+        scales = check_positive_floats("rope_scale", rope_scale, 3, "(t, h, w)")
         axes = []
         for name, width, scale in zip(("t", "h", "w"), cosmos_widths(d_head), scales, strict=False):
             if width < 2 or (width < 4 and scale != 1):  # NTK's exponent d/(d − 2) needs d ≥ 4
