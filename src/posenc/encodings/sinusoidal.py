@@ -244,7 +244,7 @@ class SinusoidalGridEncoding(SinusoidalEncoding):
 SINUSOIDAL_GRID_DESCRIPTION = Description(
     label="2-D sin-cos (MAE)",
     where_it_acts="2-D sin-cos codes of image patches, added to their embeddings",
-    used_by="MAE, DiT (diffusers)",
+    used_by="MAE, DiT, PixArt and SD3 (diffusers; base_size, interpolation_scale, max_size)",
     parameter_formula="0",
     seed_row=None,
     specimen_kwargs={"d_model": 64},
