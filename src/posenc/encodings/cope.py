@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -243,21 +244,67 @@ class ContextualPositionEncoding(PositionalEncoding):
         project: Callable | None = None,
     ) -> BlockTerms:
         """:meth:`score_terms` for one block of queries at a time (``posenc.kernels.query_blocked``): a
-        query's count reads only its own gates, so a block counts over the keys it sees, as the whole does."""
+        query's count reads only its own gates, so a block counts over the keys it sees, as the whole does.
+        The block's gradient is written out (:meth:`_block_grad`), the chain rule of the formula."""
         self._checked(q[:, :, :1], k)  # the shapes' checks, once
         offset = k.shape[2] - q.shape[2]  # the queries are the last of the keys
+        return BlockTerms(
+            functools.partial(self._block_terms, offset),
+            (self.table,),
+            with_grad=functools.partial(self._block_with_grad, offset),
+        )
+
+    def _block_counts(self, offset: int, q_rows, k_keys, rows: slice, keys: slice):
+        """Gates g ``[b, h, n, m]`` (0 after the query), the counts p before the clamp, and q, k in the
+        compute dtype (k's heads repeated)."""
+        q_rows, k_keys = self._checked(q_rows, k_keys)  # [b, h, n, d], [b, h, m, d]
+        query = torch.arange(offset + rows.start, offset + rows.stop, device=q_rows.device)
+        key = torch.arange(keys.start, keys.stop, device=q_rows.device)
+        gates = torch.matmul(q_rows, k_keys.transpose(-1, -2)).mul_(1 / math.sqrt(self.d_head)).sigmoid_()
+        gates.masked_fill_(key[None, :] > query[:, None], 0.0)
+        counts = gates.flip(-1).cumsum(dim=-1).flip(-1)  # Σ_{t ≥ j} g_it
+        return gates, counts, q_rows, k_keys
+
+    def _block_terms(self, offset: int, q_rows, k_keys, rows: slice, keys: slice, table):
+        """q_i·e(p_ij) of a block, ``[b, h, n, m]`` (no autograd: :meth:`_block_grad` gives its gradient)."""
+        _, counts, q_rows, _ = self._block_counts(offset, q_rows, k_keys, rows, keys)
+        counts.clamp_(max=self.npos_max - 1)
+        return interpolate_position_logits(q_rows @ table.to(q_rows.dtype).T, counts)
+
+    def _block_with_grad(self, offset: int, q_rows, k_keys, rows: slice, keys: slice, table):
+        """:meth:`_block_terms` and a function giving (dq_rows, dk_keys, (dtable,)) from the terms' gradient
+        ``[b, h, n, m]``: the chain rule of the formula, through the interpolation, the clamp (none past
+        it), the reversed running sum and the sigmoid."""
+        h_kv = k_keys.shape[1]
+        gates, counts, q_wide, k_wide = self._block_counts(offset, q_rows, k_keys, rows, keys)
         limit = self.npos_max - 1
+        clamped = counts > limit  # no gradient through a clamped count
+        counts.clamp_(max=limit)
+        table = table.to(q_wide.dtype)
+        logits = q_wide @ table.T  # z [b, h, n, npos_max]
+        floor = counts.floor()
+        low, high = floor.long(), counts.ceil().long()
+        weight = counts.sub_(floor)  # p − ⌊p⌋
+        at_low, at_high = logits.gather(-1, low), logits.gather(-1, high)
+        terms = weight * at_high + (1 - weight) * at_low  # as interpolate_position_logits rounds it
 
-        def block(q_rows, k_keys, rows, keys, table):
-            q_rows, k_keys = self._checked(q_rows, k_keys)  # [b, h, n, d], [b, h, m, d] in float32 at least
-            query = torch.arange(offset + rows.start, offset + rows.stop, device=q_rows.device)
-            key = torch.arange(keys.start, keys.stop, device=q_rows.device)
-            gates = torch.sigmoid(q_rows @ k_keys.transpose(-1, -2) / math.sqrt(self.d_head))  # [b, h, n, m]
-            gates = gates.masked_fill(key[None, :] > query[:, None], 0.0)
-            counts = gates.flip(-1).cumsum(dim=-1).flip(-1).clamp(max=limit)  # p_ij
-            return interpolate_position_logits(q_rows @ table.to(q_rows.dtype).T, counts)
+        def backward(d_terms):
+            d_terms = d_terms.to(q_wide.dtype)
+            d_logits = torch.zeros_like(logits)
+            d_logits.scatter_add_(-1, low, d_terms * (1 - weight)).scatter_add_(-1, high, d_terms * weight)
+            d_counts = at_high.sub_(at_low).mul_(d_terms).masked_fill_(clamped, 0.0)
+            d_gates = d_counts.cumsum(dim=-1)  # g_it counts for every key j ≤ t
+            d_scores = (
+                d_gates.mul_(gates).mul_(1 - gates).mul_(1 / math.sqrt(self.d_head))
+            )  # 0 after the query
+            dq = torch.matmul(d_scores, k_wide).add_(d_logits @ table)
+            dk = torch.matmul(d_scores.transpose(-1, -2), q_wide)  # [b, h, m, d]
+            b, h, m, d = dk.shape
+            dk = dk.view(b, h_kv, h // h_kv, m, d).sum(dim=2) if h != h_kv else dk
+            d_table = (d_logits.transpose(-1, -2) @ q_wide).sum(dim=(0, 1))  # [npos_max, d]
+            return dq, dk, (d_table,)
 
-        return BlockTerms(block, (self.table,))
+        return terms, backward
 
     def extra_repr(self) -> str:
         return f"d_head={self.d_head}, npos_max={self.npos_max}"

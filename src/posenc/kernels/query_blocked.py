@@ -49,6 +49,10 @@ class BlockTerms:
     #: An exact faster form where it applies: ``direct(q, k, v, causal=…, scale=…)`` gives the output, or
     #: None where it does not apply (the blocks then run). Shaw's band and far keys.
     direct: Callable[..., torch.Tensor | None] | None = None
+    #: T with its gradient written out, in place of autograd through ``compute``: ``with_grad(q_rows,
+    #: k_keys, rows, keys, *tensors)`` gives (T, backward), where backward(dT) gives (dq_rows, dk_keys,
+    #: (dtensor, …)), each None where there is none.
+    with_grad: Callable[..., tuple] | None = None
 
 
 def query_blocked_attention(
@@ -148,10 +152,13 @@ class _QueryBlocked(torch.autograd.Function):
         rowsum = (g_wide * out.to(wide)).sum(dim=-1, keepdim=True)  # D: [b, h, s_q, 1]
         leaves = [t.detach().requires_grad_(need[7 + n]) for n, t in enumerate(tensors)]
         for rows, keys in _blocks(s_q, s_k, causal, ctx.block):
-            q_rows = q[:, :, rows].detach().requires_grad_(need[0])
-            k_keys = k[:, :, keys].detach().requires_grad_(need[1])
-            with torch.enable_grad():
-                term = terms.compute(q_rows, k_keys, rows, keys, *leaves)  # [(b, h,) n, m]
+            if terms.with_grad is not None:
+                term, term_backward = terms.with_grad(q[:, :, rows], k[:, :, keys], rows, keys, *tensors)
+            else:
+                q_rows = q[:, :, rows].detach().requires_grad_(need[0])
+                k_keys = k[:, :, keys].detach().requires_grad_(need[1])
+                with torch.enable_grad():
+                    term = terms.compute(q_rows, k_keys, rows, keys, *leaves)  # [(b, h,) n, m]
             scores = torch.matmul(q_wide[:, :, rows], k_rep[:, :, keys].transpose(-1, -2)).mul_(factor)
             scores += term.detach().to(wide)
             scores -= lse[:, :, rows].to(wide).unsqueeze(-1)
@@ -166,6 +173,16 @@ class _QueryBlocked(torch.autograd.Function):
             del weights, scores
             dq[:, :, rows] += torch.matmul(ds, k_rep[:, :, keys]).mul_(factor)
             dk_rep[:, :, keys] += torch.matmul(ds.transpose(-1, -2), q_wide[:, :, rows]).mul_(factor)
+            if terms.with_grad is not None:
+                g_q, g_k, g_tensors = term_backward(ds)
+                if g_q is not None:
+                    dq[:, :, rows] += g_q
+                if g_k is not None:
+                    dk_terms[:, :, keys] += g_k
+                for n, g in enumerate(g_tensors):
+                    if g is not None and grad_tensors[n] is not None:
+                        grad_tensors[n] += g
+                continue
             inputs = [(q_rows, None), (k_keys, None), *((leaf, n) for n, leaf in enumerate(leaves))]
             wanted = [(x, n) for x, n in inputs if x.requires_grad]
             if wanted and term.requires_grad:
