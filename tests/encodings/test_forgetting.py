@@ -194,3 +194,14 @@ def test_a_kv_cache_without_the_gates_of_earlier_tokens_is_refused():
     plain(torch.randn(1, 3, D_MODEL, dtype=torch.float64), cache=cache)
     with pytest.raises(ValueError, match="another attention layer"):
         layer(torch.randn(1, 1, D_MODEL, dtype=torch.float64), cache=cache)
+
+
+def test_a_cache_keeping_sinks_decays_through_the_kept_tokens_as_a_forward_over_them():
+    # the gates move with their keys: the last token attends as if the kept tokens were the whole text
+    layer = _layer()
+    x = torch.randn(1, 7, D_MODEL, dtype=torch.float64)
+    cache = KVCache(sinks=1, window=3)
+    with torch.no_grad():
+        last = [layer(x[:, t : t + 1], cache=cache) for t in range(7)][-1]
+        kept = layer(x[:, [0, 4, 5, 6]])[:, -1:]
+    torch.testing.assert_close(last, kept, rtol=0, atol=1e-12)

@@ -39,7 +39,9 @@ class ForgettingTransformer(PositionalEncoding):
     ``content(x)`` reads log f_t = log σ(W·x_t + b) ``[b, s, h]`` from the attention layer's input (after
     its norm, as x-transformers' ``DataDependentAlibi`` reads it); ``content_terms`` gives
     D_ij = Σ_{l=j+1}^{i} log f_l ``[b, h, i, j]`` from the cumulative sums. A KV cache keeps each token's
-    log f with its key, so decoding sums the gates of the cached tokens exactly as the full forward does.
+    log f with its key, so decoding sums the gates of the cached tokens exactly as the full forward does;
+    a cache keeping sinks and a window (StreamingLLM) keeps the gates of the tokens it keeps, and the decay
+    then runs through those alone, as its positions are places in the cache.
     The gate W ``[h, d_model]``, b ``[h]`` is learned and belongs to one layer: give each layer its own
     (``TransformerLM(share_encoding=False)``).
 

@@ -40,7 +40,7 @@ class PaTH(PositionalEncoding):
     input, ``[b, s, h·d + h]``; ``content_terms`` gives q_iᵀ(H_i ⋯ H_{j+1})k_j/√d − q_i·k_j/√d (what PaTH's
     logit adds to the plain one), −inf for the keys after the query. A KV cache keeps each token's w and
     β with its key, so a query after it is carried through the cached tokens' transforms as in the full
-    forward. The projections are learned and belong to one layer: give each layer its own
+    forward (through the kept tokens' alone, in a cache keeping sinks and a window). The projections are learned and belong to one layer: give each layer its own
     (``TransformerLM(share_encoding=False)``).
 
     ``chunk``: the chunked (UT) form with blocks of that many tokens (default :data:`DEFAULT_CHUNK`),
