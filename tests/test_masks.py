@@ -115,3 +115,15 @@ def test_mask_errors_name_the_value():
     chunked = MultiHeadAttention(16, 2, chunk=8)
     with pytest.raises(ValueError, match="chunk=8 reads each token's place in the text"):
         chunked(torch.randn(1, 2, 16), cache=KVCache(window=8))
+
+
+def test_an_encoding_whose_weights_read_hidden_keys_refuses_a_window_chunks_and_sinks():
+    from posenc.encodings import PositionalEncoding
+
+    class Leftover(PositionalEncoding):
+        kind = "bias"
+        follows_documents = False  # as stick-breaking: a query's weights read keys it does not see
+
+    for spans in ({"window": 4}, {"chunk": 4}, {"sinks": True}):
+        with pytest.raises(ValueError, match=f"{next(iter(spans))}=.*Leftover's weights read keys a query does not see"):
+            MultiHeadAttention(16, 2, encoding=Leftover(), **spans)

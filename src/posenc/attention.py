@@ -151,6 +151,15 @@ class MultiHeadAttention(nn.Module):
         initial = check_sinks(sinks, self.n_heads)
         self.sinks = None if initial is None else nn.Parameter(initial)  # [h], GPT-OSS's name and shape
         self.temperature = _check_temperature(check_temperature(temperature), self.encoding)
+        if not self.encoding.follows_documents:
+            for name, value in (("window", self.window), ("chunk", self.chunk), ("sinks", self.sinks)):
+                if value is not None:
+                    raise ValueError(
+                        f"{name}={window if name == 'window' else chunk if name == 'chunk' else sinks!r}: "
+                        f"{type(self.encoding).__name__}'s weights read keys a query does not see and are no "
+                        "softmax over those it sees (follows_documents is False), so a layer cannot mask its keys "
+                        "or add sinks to its softmax"
+                    )
 
     def forward(
         self,
@@ -314,12 +323,13 @@ class MultiHeadAttention(nn.Module):
         if (
             self.backend == "sdpa"
             and documents is None
-            and content[1] is None
             and q.device.type == "cpu"
             and not torch.compiler.is_compiling()
         ):
-            blocked = self.encoding.query_block_terms(
-                q, k, q_positions, k_positions, project=self.project_heads
+            blocked = (
+                self.encoding.query_block_terms(q, k, q_positions, k_positions, project=self.project_heads)
+                if content[1] is None
+                else self.encoding.content_block_terms(q, k, *content)
             )
             if blocked is not None:  # terms a block of queries at a time (posenc.kernels.query_blocked)
                 return query_blocked_attention(q, k, v, blocked, causal=self.causal, scale=self._scale())
