@@ -115,7 +115,8 @@ def test_the_operands_cover_every_residue_and_repeated_symbols():
 def test_the_tasks_are_registered_after_the_first_three_whose_test_sets_keep_their_seeds():
     assert algorithmic.ALGORITHMIC_TASKS[:3] == ("copy", "reverse", "addition")
     assert set(NEW_TASKS) <= set(algorithmic.ALGORITHMIC_TASKS)
-    assert TASKS == ("lm", *algorithmic.ALGORITHMIC_TASKS, "grid")
+    layouts = ("addition_padded", "addition_hints", "addition_abacus", "addition_coupled")
+    assert TASKS == ("lm", *algorithmic.ALGORITHMIC_TASKS, *layouts, "grid")
     sweeps = [preset for preset in PRESETS.values() if "copy" in preset.tasks]
     assert sweeps and all(set(NEW_TASKS) <= set(preset.tasks) for preset in sweeps)
 

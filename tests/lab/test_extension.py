@@ -20,6 +20,7 @@ from posenc.lab import distributed
 from posenc.lab.extension import UNSCALED, longrope_factors, scaling_kwargs
 from posenc.lab.presets import PRESETS, ExtensionStudy, ModelConfig, Overrides, Preset, TaskSetup, TrainConfig
 from posenc.lab.records import Records
+from posenc.lab.remaps import FINE_TUNE_ONLY, IN_ATTENTION
 from posenc.lab.report import comparison_markdown
 from posenc.lab.sweep import plan, run_sweep, weights_path
 
@@ -36,7 +37,11 @@ TINY = Preset(
         )
     },
     ExtensionStudy(
-        scalings=(UNSCALED, "linear", "yarn"), factors=(2,), finetune_fraction=0.5, from_scratch=("alibi",)
+        scalings=(UNSCALED, "linear", "yarn"),
+        factors=(2,),
+        finetune_fraction=0.5,
+        from_scratch=("alibi",),
+        remaps=("self_extend", "pose"),
     ),
 )
 
@@ -76,19 +81,26 @@ def test_the_preset_plans_a_base_per_seed_and_every_scaling_factor_and_budget_fr
     bases = [run for run in runs if run.encoding == study.base and run.init_from is None]
     derived = [run for run in runs if run.init_from is not None]
     assert len(bases) == len(preset.seeds)
-    assert len(derived) == len(bases) * len(study.factors) * len(study.scalings) * 2
+    # every scaling and the remaps in attention zero-shot and fine-tuned; PoSE and continuous fine-tuned
+    per_factor = 2 * len(study.scalings) + 2 * len(IN_ATTENTION) + len(FINE_TUNE_ONLY)
+    assert len(derived) == len(bases) * len(study.factors) * per_factor
     assert {run.init_from for run in derived} == {base.config_hash for base in bases}
     length = preset.tasks["lm"].train_length
+    pretraining = preset.tasks["lm"].train
     for run in derived:
         target = max(run.eval_lengths)
         assert run.eval_lengths == (length, target) and run.train_length == length
+        remap = (run.position_remap or {}).get("name")
         if run.train.steps == 0:
             assert run.finetune_length is None and run.batch_length == length
+            assert remap not in FINE_TUNE_ONLY
+            continue
+        assert run.train.steps == round(pretraining.steps * study.finetune_fraction)
+        assert run.train.batch_size * run.batch_length == pretraining.batch_size * length  # tokens per step
+        if remap in FINE_TUNE_ONLY:  # at L, with positions spanning the target
+            assert run.finetune_length == length and run.position_remap["target"] == target
         else:
             assert run.finetune_length == target == run.batch_length
-            pretraining = preset.tasks["lm"].train
-            assert run.train.steps == round(pretraining.steps * study.finetune_fraction)
-            assert run.train.batch_size * target == pretraining.batch_size * length  # tokens per step
     scratch = {run.encoding for run in runs if run.init_from is None} - {study.base}
     assert scratch == set(study.from_scratch)
     assert runs.index(bases[-1]) < min(runs.index(run) for run in derived)  # bases first
@@ -134,7 +146,7 @@ def test_the_report_averages_only_runs_of_one_study(tmp_path, monkeypatch):
     markdown = comparison_markdown(db, preset="extension")
     assert "context extension (study 1 of 2)" in markdown and "context extension (study 2 of 2)" in markdown
     cells = [line for line in markdown.splitlines() if line.startswith(("| RoPE", "| alibi"))]
-    assert len(cells) == 2 * 4  # unscaled, linear, yarn and alibi, in each study
+    assert len(cells) == 2 * 6  # unscaled, linear, yarn, self_extend, pose and alibi, in each study
     assert not any("[" in line for line in cells)  # one seed: a value, never an interval
 
 
@@ -142,7 +154,8 @@ def _by_label(db) -> dict[str, dict]:
     with Records(db, readonly=True) as records:
         rows = records.rows(status="done")
     return {
-        f"{row['config']['encoding']} {row['config']['encoding_kwargs'].get('scaling')} "
+        f"{row['config']['encoding']} "
+        f"{(row['config'].get('position_remap') or {}).get('name') or row['config']['encoding_kwargs'].get('scaling')} "
         f"{row['config']['train']['steps']} {row['config']['init_from'] is not None}": row
         for row in rows
     }
@@ -152,7 +165,7 @@ def test_a_tiny_study_end_to_end(tmp_path, monkeypatch):
     monkeypatch.setitem(PRESETS, "extension", TINY)
     torch.set_num_threads(1)
     sweep = plan("extension")
-    assert len(sweep.runs) == 1 + 1 + 3 * 2
+    assert len(sweep.runs) == 1 + 1 + 3 * 2 + 2 + 1  # Self-Extend zero-shot and fine-tuned, PoSE fine-tuned
     context = distributed.start("spread", "cpu")
     db, workdir = tmp_path / "records.sqlite", tmp_path / "work"
     counts = run_sweep(sweep, db=db, workdir=workdir, context=context, progress=False)
@@ -166,6 +179,11 @@ def test_a_tiny_study_end_to_end(tmp_path, monkeypatch):
     assert linear["metrics"]["eval"]["16"]["bpb"] != base["metrics"]["eval"]["16"]["bpb"]
     fine_tuned = rows["rope linear 4 True"]
     assert fine_tuned["metrics"]["train_loss"] and fine_tuned["config"]["finetune_length"] == 16
+    self_extend = rows["rope self_extend 0 True"]  # grouped beyond its window of 4: other logits
+    assert self_extend["metrics"]["eval"]["16"]["bpb"] != base["metrics"]["eval"]["16"]["bpb"]
+    assert self_extend["config"]["position_remap"] == {"name": "self_extend", "window": 4, "group": 4}
+    pose = rows["rope pose 4 True"]  # fine-tuned at L with ids spanning 2L
+    assert pose["config"]["finetune_length"] == 8 and pose["metrics"]["train_loss"]
     base_hash = base["config_hash"]
     kept = torch.load(weights_path(workdir, base_hash), weights_only=True)["model"]
 

@@ -11,14 +11,16 @@ import torch
 from posenc.lab.distributed import Context
 from posenc.lab.report.loading import Configuration, Run
 from posenc.lab.report.ranking import bootstrap_ranking, bootstrap_table
-from posenc.lab.reproduce import compare, compare_lines, difference_interval
+from posenc.lab.reproduce import allowed_outside, compare, compare_lines, difference_interval
 from posenc.lab.sweep import machine, versions
 from tests.lab.helpers import exit_code
 
 L = 4
 
 
-def _run(encoding: str, seed: int, exact: dict[int, float], *, task: str = "copy", preset: str = "cpu") -> Run:
+def _run(
+    encoding: str, seed: int, exact: dict[int, float], *, task: str = "copy", preset: str = "cpu"
+) -> Run:
     """A finished exact-match run with ``exact[n]`` exact match at each length n."""
     evaluation = {
         str(n): {"status": "ok", "exact_match": value, "token_accuracy": value, "examples": 512}
@@ -74,11 +76,12 @@ def test_the_difference_interval_is_welchs():
     assert difference_interval([0.5, 0.5], [0.6, 0.6]) == pytest.approx((0.1, 0.1))
 
 
-def _pair(shift: float, jitter: float) -> tuple[list[Run], list[Run]]:
+def _pair(shift: float, jitter: float, shifted_2l: bool = False) -> tuple[list[Run], list[Run]]:
     base = {0: 0.90, 1: 0.80, 2: 0.95}
     reference = [_run("rope", s, {L: v, 2 * L: v / 2}) for s, v in base.items()]
     rerun = [
-        _run("rope", s, {L: v + shift + jitter * (-1) ** s, 2 * L: v / 2}) for s, v in base.items()
+        _run("rope", s, {L: v + shift + jitter * (-1) ** s, 2 * L: v / 2 + shift * shifted_2l})
+        for s, v in base.items()
     ]
     return reference, rerun
 
@@ -97,15 +100,27 @@ def test_other_digits_within_the_seeds_spread_agree_and_a_shift_beyond_it_does_n
     cells = compare(*_pair(-0.5, 0.0))
     outside = [cell.key for cell in cells if not cell.consistent]
     assert outside == ["copy rope at 4: exact_match", "copy rope at 4: token_accuracy"]
-    lines, consistent = compare_lines(cells)
-    assert not consistent and any("outside: copy rope at 4: exact_match" in line for line in lines)
+    lines, consistent = compare_lines(cells)  # 2 of 4 outside: as many as chance allows for 4
+    assert consistent and any("outside: copy rope at 4: exact_match" in line for line in lines)
+    lines, consistent = compare_lines(compare(*_pair(-0.4, 0.0, shifted_2l=True)))  # all 4 outside
+    assert not consistent and lines[1] == "NOT consistent with the records"
+
+
+def test_the_cells_allowed_outside_are_the_binomials_99th_percentile():
+    # Binomial(4, 0.05): P(≤ 1) = 0.98598, P(≤ 2) = 0.99952; Binomial(100, 0.05): P(≤ 10) = 0.98853,
+    # P(≤ 11) = 0.99573
+    assert allowed_outside(4) == 2 and allowed_outside(100) == 11
+    assert allowed_outside(1) == 1 and allowed_outside(0) == 0
 
 
 def test_runs_of_other_configurations_or_seeds_are_not_compared():
     reference, _ = _pair(0.0, 0.0)
     other = [_run("rope", s, {L: 0.0}, preset="gpu") for s in range(3)]
     assert compare(reference, other) == []
-    assert compare_lines([]) == (["no configuration and seed is in both databases: nothing to compare"], False)
+    assert compare_lines([]) == (
+        ["no configuration and seed is in both databases: nothing to compare"],
+        False,
+    )
 
 
 def test_the_compare_command_exits_1_outside_the_interval(tmp_path):
@@ -125,13 +140,25 @@ def test_the_compare_command_exits_1_outside_the_interval(tmp_path):
                     corpus=None,
                 )
 
-    reference, rerun = _pair(-0.5, 0.0)
+    reference, rerun = _pair(-0.4, 0.0, shifted_2l=True)
     write(tmp_path / "reference.sqlite", reference)
     write(tmp_path / "same.sqlite", reference)
     write(tmp_path / "rerun.sqlite", rerun)
-    same = ("compare", "--db", str(tmp_path / "same.sqlite"), "--reference", str(tmp_path / "reference.sqlite"))
+    same = (
+        "compare",
+        "--db",
+        str(tmp_path / "same.sqlite"),
+        "--reference",
+        str(tmp_path / "reference.sqlite"),
+    )
     assert exit_code(*same) == 0
-    shifted = ("compare", "--db", str(tmp_path / "rerun.sqlite"), "--reference", str(tmp_path / "reference.sqlite"))
+    shifted = (
+        "compare",
+        "--db",
+        str(tmp_path / "rerun.sqlite"),
+        "--reference",
+        str(tmp_path / "reference.sqlite"),
+    )
     assert exit_code(*shifted) == 1
     assert exit_code("compare", "--db", str(tmp_path / "missing.sqlite"), "--reference", str(tmp_path)) == 2
 

@@ -16,7 +16,7 @@ import pytest
 
 import posenc
 from posenc.lab.algorithmic import ALGORITHMIC_TASKS
-from posenc.lab.presets import lab_encodings, not_applicable
+from posenc.lab.presets import PRESETS, lab_encodings, not_applicable
 from posenc.lab.records import Records
 from posenc.lab.report import (
     PUBLISHED_MRR,
@@ -26,8 +26,11 @@ from posenc.lab.report import (
     lab_figures,
     write_report,
 )
-from posenc.lab.tasks import TASKS, make_task_shape
+from posenc.lab.tasks import make_task_shape
 from tests.lab.helpers import lab
+
+#: The tasks the smoke preset sweeps (the addition layouts run when named).
+TASKS = PRESETS["smoke"].sweep_tasks
 
 #: log2 of the byte vocabulary (256 bytes and BOS): bits per byte of uniform predictions.
 UNIFORM_BPB = math.log2(257)

@@ -342,7 +342,8 @@ def _presets(args: argparse.Namespace) -> int:
         else:
             print(
                 f"  seeds {list(preset.seeds)}; {study.base} extended by {', '.join(study.scalings)} to "
-                f"{', '.join(f'{f}L' for f in study.factors)}; from scratch {', '.join(study.from_scratch)}"
+                f"{', '.join(f'{f}L' for f in study.factors)}; position remaps {', '.join(study.remaps) or 'none'}; "
+                f"from scratch {', '.join(study.from_scratch)}"
             )
         for task, setup in preset.tasks.items():
             model, train = setup.model, setup.train

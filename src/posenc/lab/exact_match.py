@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 PAD = 0
 #: Mean exact match over seeds at L from which a task counts as learned by an encoding.
 LEARNED_AT_L = 0.9
+#: Test examples of the exact match at L evaluated during training (``TrainConfig.curve_every``).
+CURVE_EXAMPLES = 256
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,7 @@ class Examples:
 
     tokens: torch.Tensor  # [b, s] int64, every example padded to the longest
     answer: torch.Tensor  # [b, s] bool, True at the answer tokens and EOS (what the model must predict)
+    positions: torch.Tensor | None = None  # [b, s] int64, each token's position id; None: 0 … s − 1
 
 
 def training_lengths(batch_size: int, max_length: int, generator: torch.Generator) -> torch.Tensor:
@@ -52,7 +55,8 @@ def examples_batch(examples: Examples, pad: int = PAD) -> Batch:
     """Examples as a next-token batch whose mask selects the answer tokens and EOS."""
     inputs = examples.tokens[:, :-1]  # [b, s]
     lengths = (inputs != pad).sum(dim=-1)  # [b]: the inputs before each row's padding
-    return Batch(inputs, examples.tokens[:, 1:], examples.answer[:, 1:], lengths)
+    positions = None if examples.positions is None else examples.positions[:, :-1]  # [b, s]
+    return Batch(inputs, examples.tokens[:, 1:], examples.answer[:, 1:], lengths, positions)
 
 
 class ExactMatchTask(Task):
@@ -88,8 +92,12 @@ class ExactMatchTask(Task):
         for first in range(0, examples, batch_size):
             count = min(batch_size, examples - first)
             batch = examples_batch(self.examples(torch.full((count,), n), generator), self.pad)
+            inputs = batch.inputs.to(device)  # [b, s]
             with torch.no_grad():
-                logits = at_least_float32(model(batch.inputs.to(device))).cpu()  # [b, s, vocab]
+                if batch.positions is None:
+                    logits = at_least_float32(model(inputs)).cpu()  # [b, s, vocab]
+                else:  # the task's own position ids [b, s]
+                    logits = at_least_float32(model(inputs, batch.positions.to(device))).cpu()
             right = logits.argmax(-1) == batch.targets  # [b, s]
             exact += int((right | ~batch.mask).all(dim=1).sum())
             answer_right = right[batch.mask].view(count, -1)  # [b, answer tokens]: every example is n long
@@ -111,12 +119,17 @@ class ExactMatchTask(Task):
         limit = position_limit(model)
         results = {}
         for n in config.eval_lengths:
-            positions = self.sequence_length(n) - 1  # the model sees the example without its last token
+            positions = self.position_count(n) - 1  # the model sees the example without its last token
             if limit is not None and positions > limit:
                 results[str(n)] = cannot_run(limit, positions)
                 continue
             results[str(n)] = self.exact_match(model, n, config.eval_size)
         return results
+
+    def learning_point(self, model: TransformerLM, config: RunConfig) -> float:
+        """Exact match at L on the first :data:`CURVE_EXAMPLES` test examples (of the run's ``eval_size``)."""
+        examples = min(CURVE_EXAMPLES, config.eval_size)
+        return self.exact_match(model, config.train_length, examples)["exact_match"]
 
     def summary(self, entry: dict) -> str:
         return f"{entry['exact_match']:.2f} EM"

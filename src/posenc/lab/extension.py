@@ -19,6 +19,11 @@ shape of the searched factors, without the search. The serving engines' variants
 (``deepseek_yarn``, ``ntk_su``, ``ntk_alpha``) and ``proportional`` (which turns part of the pairs and
 extends nothing) are not in the default study.
 
+After the scalings come the position remaps of :mod:`posenc.lab.remaps`, on the unscaled RoPE: Self-Extend
+and ReRoPE (computed in attention: zero-shot, and fine-tuned at f·L as the scalings), PoSE and
+continuous random positions (fine-tuned at L with positions spanning f·L, the same steps of the same
+tokens; zero-shot they are the unscaled model).
+
 Encodings trained from scratch at L (ALiBi, T5, FIRE) are ordinary lab runs evaluated at L … 8L.
 """
 
@@ -35,6 +40,7 @@ from posenc.lab.presets import (
     check_encodings,
     run_config,
 )
+from posenc.lab.remaps import FINE_TUNE_ONLY, REMAPS, REROPE, SELF_EXTEND, self_extend_group
 
 #: The study's name for RoPE as pre-trained (no scaling).
 UNSCALED = "unscaled"
@@ -96,8 +102,56 @@ def zero_shot_budget(pretraining: TrainConfig) -> TrainConfig:
     return replace(pretraining, steps=0, warmup=1, checkpoint_every=1, log_every=1)
 
 
+def remap_settings(remap: str, factor: int, length: int, window_fraction: float) -> dict:
+    """The recorded ``position_remap`` of ``remap`` extending length ``length`` by ``factor``: Self-Extend's
+    and ReRoPE's window W = ``window_fraction`` · L, Self-Extend's group the smallest that keeps its
+    distances at the target below L (:func:`~posenc.lab.remaps.self_extend_group`); PoSE's and the
+    continuous remap's target f·L."""
+    target = factor * length
+    window = max(1, round(window_fraction * length))
+    if remap == SELF_EXTEND:
+        return {"name": remap, "window": window, "group": self_extend_group(target, length, window)}
+    if remap == REROPE:
+        return {"name": remap, "window": window}
+    if remap in FINE_TUNE_ONLY:
+        return {"name": remap, "target": target}
+    raise ValueError(f"unknown position remap {remap!r}; valid: {', '.join(REMAPS)}")
+
+
+def remapped_runs(base: RunConfig, preset: Preset, factor: int) -> list[RunConfig]:
+    """The remaps' runs at ``factor`` × L from ``base``'s weights: Self-Extend and ReRoPE zero-shot and
+    fine-tuned at f·L (the scalings' budget); PoSE and continuous positions fine-tuned at L with positions
+    spanning f·L, as many steps of as many tokens (their zero-shot model is the unscaled one)."""
+    study = preset.extension
+    length = base.train_length
+    target = factor * length
+    at_target = finetune_budget(base.train, factor, study.finetune_fraction, study.finetune_lr_ratio)
+    at_length = finetune_budget(base.train, 1, study.finetune_fraction, study.finetune_lr_ratio)
+    runs = []
+    for remap in study.remaps:
+        settings = remap_settings(remap, factor, length, study.remap_window_fraction)
+        plans = (
+            [(at_length, length)]
+            if remap in FINE_TUNE_ONLY
+            else [(zero_shot_budget(base.train), None), (at_target, target)]
+        )
+        for budget, finetune in plans:
+            runs.append(
+                replace(
+                    base,
+                    train=budget,
+                    eval_lengths=(length, target),
+                    sliding_stride=None,
+                    init_from=base.config_hash,
+                    finetune_length=finetune,
+                    position_remap=settings,
+                )
+            )
+    return runs
+
+
 def extended_runs(base: RunConfig, preset: Preset) -> list[RunConfig]:
-    """Every (scaling, factor, zero-shot | fine-tuned) run that starts from ``base``'s weights."""
+    """Every (scaling or remap, factor, zero-shot | fine-tuned) run that starts from ``base``'s weights."""
     study = preset.extension
     length = base.train_length
     d_head = base.model.d_model // base.model.n_heads
@@ -122,6 +176,7 @@ def extended_runs(base: RunConfig, preset: Preset) -> list[RunConfig]:
                         finetune_length=target if finetune else None,
                     )
                 )
+        runs += remapped_runs(base, preset, factor)
     return runs
 
 

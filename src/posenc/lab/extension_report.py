@@ -35,6 +35,10 @@ def _mode(row: Run) -> str:
 
 
 def _scaling(row: Run) -> str:
+    """The run's scaling, or its position remap (Self-Extend, ReRoPE, PoSE, continuous)."""
+    remap = row.config.get("position_remap")
+    if remap:
+        return remap["name"]
     return row.config["encoding_kwargs"].get("scaling") or "unscaled"
 
 

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field, replace
 
 from posenc._validation import check_int, check_positive_float
 from posenc.encodings import available, describe, encoding_class
+from posenc.lab.stacks import recorded_arguments, stack_named, stack_names
+from posenc.lab.stacks import skip_reason as stack_skip_reason
 from posenc.lab.tasks import BITS_PER_BYTE, EXACT_MATCH, GRID_ACCURACY, task_named, task_names
 
 #: Version of the run config's layout; part of every hash, so a change never reuses old results.
@@ -46,6 +48,10 @@ class TrainConfig:
     grad_clip: float = 1.0  # global gradient-norm clip
     checkpoint_every: int = 250  # steps between checkpoints (model, optimiser, RNG)
     log_every: int = 50  # steps between recorded training losses
+    #: steps between evaluations at L during training (the task's ``learning_point``: exact match at L),
+    #: recorded as ``curve_at_L``: when a run first learns its task; None: none (and absent from the
+    #: config's JSON, so runs recorded before it keep their hashes)
+    curve_every: int | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,9 @@ class ExtensionStudy:
     finetune_fraction: float = 0.05  # fine-tuning steps as a fraction of the pre-training steps
     finetune_lr_ratio: float = 0.25  # fine-tuning peak learning rate as a fraction of pre-training's
     from_scratch: tuple[str, ...] = ("alibi", "t5", "fire")  # trained at L and evaluated at the targets
+    #: position remaps of the unscaled base (posenc.lab.remaps), after the scalings
+    remaps: tuple[str, ...] = ("self_extend", "rerope", "pose", "continuous")
+    remap_window_fraction: float = 0.5  # Self-Extend's neighbour window and ReRoPE's w, as a fraction of L
     base: str = "rope"  # the encoding that is extended
     task: str = "lm"  # the task it is trained and extended on
 
@@ -95,6 +104,7 @@ class Preset:
     extension: ExtensionStudy | None = None  # a context-extension study instead of the task sweep
     default_tasks: tuple[str, ...] | None = None  # the tasks a sweep runs unless told; None: all of ``tasks``
     threads: int | None = None  # torch threads per process unless --threads says; None: cores / processes
+    when_named: tuple[str, ...] = ()  # tasks of ``tasks`` a sweep runs only when named (--task)
 
     @property
     def tasks(self) -> dict[str, TaskSetup]:
@@ -110,7 +120,9 @@ class Preset:
     @property
     def sweep_tasks(self) -> tuple[str, ...]:
         """The tasks a sweep of this preset runs when no task is named."""
-        return tuple(self.tasks) if self.default_tasks is None else self.default_tasks
+        if self.default_tasks is not None:
+            return self.default_tasks
+        return tuple(task for task in self.tasks if task not in self.when_named)
 
 
 #: The five encodings Kazemnejad et al. (2023) compare on their algorithmic tasks; the cpu preset trains
@@ -169,6 +181,39 @@ _GPU_ALGORITHMIC = TaskSetup(
 #: 1 … 20, no encoding beat chance, one digit in ten).
 _GPU_SUMMATION = replace(_GPU_ALGORITHMIC, train_length=8)
 
+#: The addition study's layouts written with tokens alone (each read by every encoding), and those whose
+#: position ids are the layout (read by the encodings their papers use, learned absolute and RoPE).
+ADDITION_TOKEN_LAYOUTS = ("addition", "addition_padded", "addition_hints")
+ADDITION_POSITION_LAYOUTS = ("addition_abacus", "addition_coupled")
+#: The encodings that read the position-id layouts: Cho et al. and McLeish et al. embed the ids with a
+#: learned table; RoPE reads them as relative positions.
+ADDITION_POSITION_ENCODINGS = ("learned", "rope")
+
+#: The addition study on CPU: trained on addends of 1 … 8 digits, tested to 16 (2L); exact match at L every
+#: 250 steps records when each run learns.
+_CPU_ADDITION = TaskSetup(
+    ModelConfig(64, 2, 4),
+    TrainConfig(2000, 32, 1e-3, 100, checkpoint_every=500, curve_every=250),
+    8,
+    eval_multipliers=(1, 1.5, 2),
+    eval_size=512,
+    encodings=KAZEMNEJAD_ENCODINGS,
+)
+#: The addition study on one GPU: addends of 1 … 20 digits, tested to 50 (2.5L; the position-id layouts
+#: hold 60 digits), the gpu preset's model and batch.
+_GPU_ADDITION = TaskSetup(
+    ModelConfig(256, 4, 8),
+    TrainConfig(10000, 128, 1e-3, 500, checkpoint_every=1000, log_every=100, curve_every=500),
+    20,
+    eval_multipliers=(1, 1.5, 2, 2.5),
+    eval_size=2048,
+    encodings=KAZEMNEJAD_ENCODINGS,
+)
+
+#: The stacks study: pure RoPE, NoPE and ALiBi, and the stack designs of posenc.lab.stacks, every one in the
+#: same 4-layer model (RNoPE's pattern RRRN once).
+STACKS = ("rope", "nope", "alibi", "rnope", "rnope_swa", "rnope_temperature", "fox")
+
 PRESETS: dict[str, Preset] = {
     "smoke": Preset(
         "smoke",
@@ -195,6 +240,8 @@ PRESETS: dict[str, Preset] = {
         # one thread: its models are too small for a second to pay, and on two cores shared with other
         # work each step's wait for a second thread took its 108 runs from 26 s to 350 s
         threads=1,
+        # the addition layouts are the addition preset's study: run here when named
+        when_named=(*ADDITION_TOKEN_LAYOUTS[1:], *ADDITION_POSITION_LAYOUTS),
     ),
     "cpu": Preset(
         "cpu",
@@ -219,7 +266,8 @@ PRESETS: dict[str, Preset] = {
         "gpu",
         "Kazemnejad et al.'s five encodings on copy, reverse, addition, sort (trained on 1 … 20 symbols, tested "
         "to 40) and summation (on 1 … 8, tested to 16) with a wider model and 8× the cpu preset's batch, 3 seeds, "
-        "on one GPU; its lm, grid and parity, and every other encoding, run when named (--task, --encodings)",
+        "on one GPU; its lm, grid and parity, and every other encoding, run when named (--task, --encodings); "
+        "the addition and extension studies on one GPU are the gpu-addition and gpu-extension presets",
         (0, 1, 2),
         {
             BITS_PER_BYTE: TaskSetup(
@@ -239,6 +287,38 @@ PRESETS: dict[str, Preset] = {
             ),
         },
         default_tasks=("copy", "reverse", "addition", "sort", "summation"),
+        when_named=(*ADDITION_TOKEN_LAYOUTS[1:], *ADDITION_POSITION_LAYOUTS),
+    ),
+    "gpu-addition": Preset(
+        "gpu-addition",
+        "the addition study on one GPU: addends of 1 … 20 digits, tested to 50, written unpadded, zero-padded "
+        "with the sum reversed and with index hints for Kazemnejad et al.'s five encodings, and at Abacus and "
+        "coupled position ids for a learned table and RoPE; the gpu preset's model, 10,000 steps; 3 seeds",
+        (0, 1, 2),
+        {
+            "addition": _GPU_ADDITION,
+            **{task: _GPU_ADDITION for task in ADDITION_TOKEN_LAYOUTS[1:]},
+            **{
+                task: replace(_GPU_ADDITION, encodings=ADDITION_POSITION_ENCODINGS)
+                for task in ADDITION_POSITION_LAYOUTS
+            },
+        },
+    ),
+    "gpu-extension": Preset(
+        "gpu-extension",
+        "the context-extension study on one GPU: RoPE trained on lm at L=256 with the gpu preset's language "
+        "model (d_model 384, 6 layers, 20,000 steps), then every scaling and position remap at 2L, 4L and 8L, "
+        "zero-shot and after a fine-tune of 5% of the steps; ALiBi, T5 and FIRE from scratch; 3 seeds",
+        (0, 1, 2),
+        {
+            "lm": TaskSetup(
+                ModelConfig(384, 6, 6),
+                TrainConfig(20000, 64, 1e-3, 1000, checkpoint_every=1000, log_every=200),
+                256,
+                eval_size=1 << 20,
+            )
+        },
+        ExtensionStudy(),
     ),
     "grid": Preset(
         "grid",
@@ -257,11 +337,27 @@ PRESETS: dict[str, Preset] = {
             )
         },
     ),
+    "addition": Preset(
+        "addition",
+        "addition that can be learned: addends of 1 … 8 digits, tested to 16, written unpadded, zero-padded "
+        "with the sum reversed (Lee et al.) and with index hints (Zhou et al.) for Kazemnejad et al.'s five "
+        "encodings, and at Abacus (McLeish et al.) and coupled (Cho et al.) position ids for a learned "
+        "table and RoPE; 3 seeds, on CPU",
+        (0, 1, 2),
+        {
+            **{task: _CPU_ADDITION for task in ADDITION_TOKEN_LAYOUTS},
+            **{
+                task: replace(_CPU_ADDITION, encodings=ADDITION_POSITION_ENCODINGS)
+                for task in ADDITION_POSITION_LAYOUTS
+            },
+        },
+        threads=1,
+    ),
     "extension": Preset(
         "extension",
-        "the context-extension study: RoPE trained on lm at L=64, then every scaling at 2L, 4L and 8L, "
-        "zero-shot and after a fine-tune of 5% of the steps (as many tokens a step); ALiBi, T5 and FIRE from "
-        "scratch; 3 seeds",
+        "the context-extension study: RoPE trained on lm at L=64, then every scaling and position remap "
+        "(Self-Extend, ReRoPE, PoSE, continuous random positions) at 2L, 4L and 8L, zero-shot and after a "
+        "fine-tune of 5% of the steps (as many tokens a step); ALiBi, T5 and FIRE from scratch; 3 seeds",
         (0, 1, 2),
         {
             "lm": TaskSetup(
@@ -272,6 +368,20 @@ PRESETS: dict[str, Preset] = {
             )
         },
         ExtensionStudy(),
+    ),
+    "stacks": Preset(
+        "stacks",
+        "stacks whose layers differ (posenc.lab.stacks) against pure RoPE, NoPE and ALiBi: RNoPE, RNoPE-SWA, "
+        "RNoPE with Llama 4's temperature and FoX, a 4-layer lm at L=64 evaluated to 8L; copy and reverse "
+        "(1 … 20, tested to 40) when named; 3 seeds",
+        (0, 1, 2),
+        {
+            BITS_PER_BYTE: TaskSetup(
+                ModelConfig(64, 4, 4), TrainConfig(600, 32, 2e-3, 60, checkpoint_every=200), 64, encodings=STACKS
+            ),
+            EXACT_MATCH: replace(_CPU_ALGORITHMIC, encodings=STACKS),
+        },
+        default_tasks=("lm",),
     ),
 }
 
@@ -296,8 +406,12 @@ def task_setup(preset: Preset, task: str) -> TaskSetup:
 
 def skip_reason(encoding: str, task: str) -> str | None:
     """Why the lab does not train ``encoding`` on ``task``, or None: the encoding's own answer for a task
-    of that many position axes, else its refusal of the task's model (CoPE refuses a bidirectional one)."""
-    cls, declared = encoding_class(encoding), task_named(task)
+    of that many position axes, else its refusal of the task's model (CoPE refuses a bidirectional one);
+    for a stack design (:mod:`posenc.lab.stacks`), the first such answer of an encoding its layers name."""
+    declared, stack = task_named(task), stack_named(encoding)
+    if stack is not None:
+        return stack_skip_reason(stack, declared.axes, declared.causal, {"d_model": 64, "n_heads": 4, "max_len": 64})
+    cls = encoding_class(encoding)
     reason = describe(encoding).lab_skip_reason(declared.axes)
     if reason is not None:
         return reason
@@ -321,10 +435,13 @@ def lab_encodings() -> list[str]:
 
 
 def check_encodings(names: list[str]) -> list[str]:
-    """``names`` if each is registered; a ValueError listing the valid encodings otherwise."""
+    """``names`` if each is a registered encoding or stack design; a ValueError listing the valid ones otherwise."""
     for name in names:
-        if name not in available():
-            raise ValueError(f"unknown encoding {name!r}; valid encodings: {', '.join(available())}")
+        if name not in available() and stack_named(name) is None:
+            raise ValueError(
+                f"unknown encoding {name!r}; valid encodings: {', '.join(available())}; "
+                f"stacks: {', '.join(stack_names())}"
+            )
     return names
 
 
@@ -349,9 +466,18 @@ class RunConfig:
     init_from: str | None = None  # config hash of the run whose trained weights this one starts from
     finetune_length: int | None = None  # with init_from: the training windows' length (None: train_length)
     version: int = CONFIG_VERSION  # layout of this config
+    #: a position remap of the extension study (``posenc.lab.remaps``: Self-Extend, ReRoPE, PoSE, continuous
+    #: random positions) as {"name": …, its settings}; None: none (and absent from the config's JSON, so the
+    #: runs recorded before remaps keep their hashes)
+    position_remap: dict | None = None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        config = asdict(self)
+        if config["position_remap"] is None:
+            del config["position_remap"]
+        if config["train"]["curve_every"] is None:
+            del config["train"]["curve_every"]
+        return config
 
     def canonical_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
@@ -366,6 +492,8 @@ class RunConfig:
         if self.init_from is None:
             return f"{self.task} {self.encoding} seed {self.seed}"
         scaling = self.encoding_kwargs.get("scaling") or "unscaled"
+        if self.position_remap is not None:
+            scaling = self.position_remap["name"]
         how = f"fine-tuned at {self.finetune_length}" if self.train.steps else "zero-shot"
         return f"{self.task} {self.encoding} {scaling} to {max(self.eval_lengths)}, {how}, seed {self.seed}"
 
@@ -380,8 +508,11 @@ def encoding_kwargs(encoding: str, task_sequence: int, setup: TaskSetup, causal:
     """The encoding's constructor arguments, recorded with each run: its own ``model_arguments`` for the
     run's model (causal or not, as its task) and a training sequence of ``task_sequence`` positions (a
     learned table holds exactly that; T5 sizes its buckets so the far ones are reached while training,
-    as LAB-NOTES asks)."""
+    as LAB-NOTES asks). A stack design records the layers it expands to."""
     model = setup.model
+    stack = stack_named(encoding)
+    if stack is not None:
+        return recorded_arguments(stack, model.n_layers)
     return encoding_class(encoding).model_arguments(
         d_model=model.d_model, n_heads=model.n_heads, max_len=task_sequence, causal=causal
     )
@@ -390,7 +521,8 @@ def encoding_kwargs(encoding: str, task_sequence: int, setup: TaskSetup, causal:
 def backends(encoding: str) -> tuple[str, str]:
     """(training, evaluation) attention backends: SDPA for every encoding, the fastest correct CPU path
     (a materialised bias, or the per-distance table for a bias of the distance alone)."""
-    encoding_class(encoding)  # unknown names: the registry's error
+    if stack_named(encoding) is None:
+        encoding_class(encoding)  # unknown names: the registry's error
     return "sdpa", "sdpa"
 
 
@@ -558,7 +690,7 @@ def run_config(
     if overrides.embedding_scale is not None:
         model = replace(model, embedding_scale=_embedding_scale(overrides.embedding_scale, model.d_model))
     training, evaluation = backends(encoding)
-    sequence = declared.sequence_length(length)
+    sequence = declared.position_count(length)
     random_positions = overrides.random_positions
     if random_positions is not None:
         check_at_least_one("random_positions", random_positions)

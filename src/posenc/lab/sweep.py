@@ -298,6 +298,8 @@ def execute(
         set_backend(outcome.model, config.train_backend)
         evaluation_seconds = time.perf_counter() - evaluation_started
         metrics = {"eval": evaluation, "train_loss": outcome.losses, **_properties(config, outcome.model)}
+        if config.train.curve_every:
+            metrics["curve_at_L"] = outcome.curve
         timings = {
             "seconds_per_step": outcome.seconds_per_step,
             "train_seconds": outcome.train_seconds,

@@ -36,7 +36,15 @@ if TYPE_CHECKING:
 BITS_PER_BYTE, EXACT_MATCH, GRID_ACCURACY = "bits per byte", "exact match", "grid accuracy"
 FAMILIES = (BITS_PER_BYTE, EXACT_MATCH, GRID_ACCURACY)
 #: The modules of posenc's own tasks, each registering what it defines when imported.
-BUILT_IN = ("posenc.lab.language_modelling", "posenc.lab.algorithmic", "posenc.lab.grid")
+BUILT_IN = (
+    "posenc.lab.language_modelling",
+    "posenc.lab.algorithmic",
+    "posenc.lab.addition_padded",
+    "posenc.lab.addition_hints",
+    "posenc.lab.addition_abacus",
+    "posenc.lab.addition_coupled",
+    "posenc.lab.grid",
+)
 #: A task name: lower-case letters, digits and underscores (it names records, options and figure lines).
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 
@@ -49,6 +57,7 @@ class Batch:
     targets: torch.Tensor  # [b, s] int64 the token expected at each position
     mask: torch.Tensor  # [b, s] bool, the positions that count in the loss and the metrics
     lengths: torch.Tensor | None = None  # [b] int64, each row's inputs before its padding; None: no padding
+    positions: torch.Tensor | None = None  # [b, s] int64 positions of each example's own; None: the task's
 
 
 class Task:
@@ -69,8 +78,14 @@ class Task:
         raise NotImplementedError(f"task {self.name!r} does not say how long its examples are")
 
     def positions(self, encoding: PositionalEncoding, length: int) -> torch.Tensor | None:
-        """The positions ``encoding`` reads for examples of ``length``; None: 0 … s − 1."""
+        """The positions ``encoding`` reads for examples of ``length``; None: 0 … s − 1. A task whose
+        examples carry positions of their own (``Batch.positions``) gives them per batch instead."""
         return None
+
+    def position_count(self, length: int) -> int:
+        """Distinct positions examples of ``length`` may read (a learned table's size): the tokens of an
+        example unless the task gives positions of its own (coupled digits, random offsets)."""
+        return self.sequence_length(length)
 
     def train_batch(self, batch_size: int, length: int, generator: torch.Generator) -> Batch:
         """A training batch at training length ``length``, drawn from ``generator``."""
@@ -95,6 +110,11 @@ class Task:
     def summary(self, entry: dict) -> str:
         """A finished run's result at one length, for its progress line (``0.95 EM``)."""
         return f"{entry[self.metrics[0]]:.3g} {self.metrics[0]}"
+
+    def learning_point(self, model: TransformerLM, config: RunConfig) -> float | None:
+        """One number at L that says how far training has got (exact match at L), evaluated every
+        ``curve_every`` steps while training; None: the task has none."""
+        return None
 
     def learned(self, entries: list[dict]) -> bool:
         """Whether the seeds' evaluated entries at L say that an encoding learned the task."""
@@ -169,12 +189,19 @@ def unregister_task(name: str) -> None:
 
 
 def task_names() -> tuple[str, ...]:
-    """The registered tasks by family (:data:`FAMILIES`' order, then other families), each family's in
-    the order registered; installed plugins' entry points included."""
+    """The registered tasks by family (:data:`FAMILIES`' order, then other families), each family's
+    built-in tasks in :data:`BUILT_IN`'s order of their modules, then the others in the order registered;
+    installed plugins' entry points included."""
     _load_built_in()
     plugins.load_entry_points()
     rank = {family: index for index, family in enumerate(FAMILIES)}
-    return tuple(sorted(REGISTRY, key=lambda name: rank.get(REGISTRY[name].family, len(FAMILIES))))
+    module = {name: index for index, name in enumerate(BUILT_IN)}  # posenc's own in BUILT_IN's order
+
+    def key(name: str) -> tuple[int, int]:
+        task = REGISTRY[name]
+        return rank.get(task.family, len(FAMILIES)), module.get(type(task).__module__, len(BUILT_IN))
+
+    return tuple(sorted(REGISTRY, key=key))
 
 
 def registered(name: str) -> Task | None:

@@ -23,8 +23,10 @@ from torch import nn
 
 from posenc._validation import at_least_float32
 from posenc.functional.randomized import randomized_positions
+from posenc.lab import remaps
 from posenc.lab.distributed import Context
 from posenc.lab.presets import RunConfig
+from posenc.lab.stacks import model_arguments, stack_named
 from posenc.lab.tasks import Batch, Task
 from posenc.model import TransformerLM
 
@@ -41,6 +43,7 @@ class TrainOutcome:
     train_seconds: float  # time in optimiser steps over all sessions of the run (no checkpoints, no eval)
     steps: int  # optimiser steps taken
     resumed_from: list[int] = field(default_factory=list)  # checkpoint steps this run resumed from
+    curve: list[list[float]] = field(default_factory=list)  # [[step, the task's learning point], …]
 
     @property
     def seconds_per_step(self) -> float:
@@ -56,20 +59,26 @@ def build_model(config: RunConfig, task: Task) -> TransformerLM:
     """
     torch.manual_seed(config.seed)
     model = config.model
+    stack = stack_named(config.encoding)  # a stack design named where an encoding is
+    if stack is None:
+        encoding = {"encoding": config.encoding, "encoding_kwargs": dict(config.encoding_kwargs)}
+    else:
+        encoding = model_arguments(stack, config.encoding_kwargs, model.n_layers)
     lm = TransformerLM(
         task.vocab_size,
         d_model=model.d_model,
         n_layers=model.n_layers,
         n_heads=model.n_heads,
         d_ff=model.d_ff,
-        encoding=config.encoding,
-        encoding_kwargs=dict(config.encoding_kwargs),
+        **encoding,
         backend=config.train_backend,
         causal=task.causal,
         random_positions=config.random_positions,
         embedding_scale=model.embedding_scale,
     )
-    encoding_modules = set(lm.encoding.modules())
+    # every layer's encoding keeps its own initialisation (a stack's later layers hold their own copies)
+    encoding_modules = {module for encoding in lm.layer_encodings for module in encoding.modules()}
+    encoding_modules |= set(lm.encoding.modules())
     for module in lm.modules():
         if module in encoding_modules or not isinstance(module, nn.Linear | nn.Embedding):
             continue
@@ -158,10 +167,11 @@ def train(
     model = build_model(config, task)
     if initial is not None:
         model.load_state_dict(initial)
+    remapped = None if config.position_remap is None else remaps.install(model, config.position_remap)
     model = model.to(context.device)
     optimiser = _optimiser(model, config)
     generator = torch.Generator().manual_seed(config.seed + DATA_SEED_OFFSET)
-    step, losses, train_seconds, resumed_from = 0, [], 0.0, []
+    step, losses, train_seconds, resumed_from, curve = 0, [], 0.0, [], []
     state = load_checkpoint(checkpoint, config.config_hash)
     if state is not None:
         model.load_state_dict(state["model"])
@@ -170,6 +180,7 @@ def train(
         torch.set_rng_state(state["torch_rng"])
         step, losses, train_seconds = state["step"], state["losses"], state["train_seconds"]
         resumed_from = [*state["resumed_from"], step]
+        curve = state.get("curve", [])
     # buffers are not broadcast: an encoding's are constants or caches of the positions it has seen (RoPE's
     # angles), which differ in size between ranks that train on different positions
     wrapped = nn.parallel.DistributedDataParallel(model, broadcast_buffers=False) if context.ddp else model
@@ -189,6 +200,14 @@ def train(
             t[rows].to(context.device) for t in (batch.inputs, batch.targets, batch.mask)
         )
         step_positions = _randomized(batch, config)[rows].to(context.device) if randomized else positions
+        if batch.positions is not None:  # the task's own per-example positions (coupled digits, offsets)
+            step_positions = batch.positions[rows].to(context.device)
+        if config.position_remap is not None:  # PoSE's ids, or the continuous remap's floats
+            drawn = remaps.training_positions(config.position_remap, *batch.inputs.shape)
+            if drawn is not None and drawn.is_floating_point():
+                remapped.positions = drawn[rows].to(context.device)
+            elif drawn is not None:
+                step_positions = drawn[rows].to(context.device)
         logits = wrapped(inputs, step_positions)  # [b, s, vocab]
         nll = F.cross_entropy(
             at_least_float32(logits.flatten(0, 1)), targets.flatten(), reduction="none"
@@ -203,6 +222,11 @@ def train(
             global_loss = context.all_reduce_sum(loss_sum.detach().to(torch.float64)) / total
             losses.append([step, float(global_loss)])
         train_seconds += time.perf_counter() - started
+        every = config.train.curve_every
+        if every and step % every == 0 and context.records:  # outside the timed step
+            model.eval()
+            curve.append([step, task.learning_point(model, config)])
+            model.train()
         if on_step is not None:
             on_step(step)
         if step % config.train.checkpoint_every == 0 and step < config.train.steps and context.records:
@@ -218,7 +242,10 @@ def train(
                     "losses": losses,
                     "train_seconds": train_seconds,
                     "resumed_from": resumed_from,
+                    "curve": curve,
                 },
             )
+    if remapped is not None:
+        remapped.positions = None  # evaluation reads the ordinary positions
     model.eval()
-    return TrainOutcome(model, losses, train_seconds, step, resumed_from)
+    return TrainOutcome(model, losses, train_seconds, step, resumed_from, curve)

@@ -21,6 +21,7 @@ from posenc.document import Block, Bullets, Heading, Paragraph, to_markdown
 from posenc.encodings import available, describe
 from posenc.lab.extension_report import extension_blocks
 from posenc.lab.intervals import format_interval, interval
+from posenc.lab.report.learning import learning_table
 from posenc.lab.report.loading import Configuration, Recorded, Run, configurations, recorded
 from posenc.lab.report.ranking import bootstrap_table, learned_at_l_note, mean_reciprocal_rank_table
 from posenc.lab.run_settings import settings as run_settings
@@ -322,6 +323,9 @@ def configuration_blocks(configuration: Configuration) -> list[Block]:
     exact = exact_match_tables(configuration)
     if exact:
         blocks += [Heading(5, "Algorithmic tasks"), *exact]
+    learning = learning_table(configuration)
+    if learning:
+        blocks.append(learning)
     ranked = mean_reciprocal_rank_table(configuration)
     if ranked:
         blocks += [Heading(5, "Mean reciprocal rank across the algorithmic tasks"), ranked]
