@@ -143,6 +143,9 @@ QUOTED = [
     ("mochi", "bounded", "norms kept (", "1.8e-15"),
     ("mochi", "relative", "*explicit* relative position (", "7.8e-16"),
     ("mochi", "parameters", "learned parameters (", "768"),
+    ("pope", "bounded", "softplus of the content (", "3.9"),
+    ("pope", "relative", "*explicit* relative position (", "6.8e-16"),
+    ("pope", "parameters", "learned parameters (", "64"),
     ("nope", "relative", "unchanged by a shift (", "0"),
 ]
 

@@ -50,6 +50,11 @@ class CoordinateRotation(PositionalEncoding):
         return {name: value for name, value in sizes.items() if name in cls.arguments()}
 
     @property
+    def input_widths(self) -> tuple[int, ...]:
+        """Widths of q and k that ``rotate`` takes: ``(d_head,)`` (PoPE also takes its own 2·d output)."""
+        return (self.d_head,)
+
+    @property
     def position_axes(self) -> int:
         """Coordinate axes of a position (a host int, also under torch.compile)."""
         return self.axes
@@ -58,10 +63,6 @@ class CoordinateRotation(PositionalEncoding):
     def position_columns(self) -> int:
         """Columns of a position tensor: ``[s]`` on one axis, ``[s, n]`` on n."""
         return self.axes
-
-    def output_width(self, input_width: int) -> int:
-        """Width of a turned query or key: the input's (PoPE doubles it)."""
-        return input_width
 
     def turn(self, x: torch.Tensor, positions: torch.Tensor, *, query: bool) -> torch.Tensor:
         """x ``[b, h, s, d_head]`` turned at coordinates ``[s, n]`` or ``[b, s, n]`` (n ≥ 1: one axis is a
@@ -85,10 +86,9 @@ class CoordinateRotation(PositionalEncoding):
         """
         for name, x in (("q", q), ("k", k)):
             check_float_tensor(name, x)
-            if x.dim() != 4 or x.shape[-1] != self.d_head:
-                raise ValueError(
-                    f"{name} must have shape [b, h, s, d_head={self.d_head}], got {tuple(x.shape)}"
-                )
+            if x.dim() != 4 or x.shape[-1] not in self.input_widths:
+                widths = " or ".join(map(str, self.input_widths))
+                raise ValueError(f"{name} must have shape [b, h, s, d_head={widths}], got {tuple(x.shape)}")
             if self.per_head and x.shape[1] != self.n_heads:
                 raise ValueError(
                     f"{type(self).__name__} turns each of its n_heads={self.n_heads} heads by its own map: "
