@@ -205,3 +205,28 @@ def test_a_cache_keeping_sinks_decays_through_the_kept_tokens_as_a_forward_over_
         last = [layer(x[:, t : t + 1], cache=cache) for t in range(7)][-1]
         kept = layer(x[:, [0, 4, 5, 6]])[:, -1:]
     torch.testing.assert_close(last, kept, rtol=0, atol=1e-12)
+
+
+def test_cpu_sdpa_runs_the_bias_a_block_of_queries_at_a_time_with_the_eager_gradients(monkeypatch):
+    # the [b, h, i, j] bias is never held whole: c_i − c_j per block of 3 queries, from c [b, h, j]
+    import posenc.attention as attention
+    import posenc.kernels.query_blocked as query_blocked
+
+    monkeypatch.setattr(query_blocked, "DEFAULT_BLOCK", 3)
+    calls = []
+    blocked = attention.query_blocked_attention
+    monkeypatch.setattr(attention, "query_blocked_attention", lambda *a, **k: calls.append(1) or blocked(*a, **k))
+    encoding = posenc.build("forgetting", d_model=D_MODEL, n_heads=4, gate_bias=0.5)
+    layer = MultiHeadAttention(D_MODEL, 4, n_kv_heads=2, encoding=encoding, backend="eager").double()
+    x = torch.randn(2, 8, D_MODEL, dtype=torch.float64, requires_grad=True)
+    results = []
+    for backend in ("eager", "sdpa"):
+        layer.backend = backend
+        layer.zero_grad()
+        x.grad = None
+        out = layer(x)
+        out.backward(torch.ones_like(out))
+        results.append((out, x.grad, encoding.gate.weight.grad, encoding.gate.bias.grad))
+    assert calls == [1]
+    for eager, sdpa in zip(*results, strict=True):
+        torch.testing.assert_close(sdpa, eager, rtol=0, atol=1e-12)

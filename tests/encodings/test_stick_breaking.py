@@ -108,3 +108,29 @@ def test_packed_documents_are_refused():
 def test_an_unknown_remainder_is_named():
     with pytest.raises(ValueError, match="remainder"):
         posenc.build("stick_breaking", remainder="keep")
+
+
+@pytest.mark.parametrize("remainder", ["drop", "self"])
+def test_cpu_sdpa_runs_the_weights_a_block_of_queries_at_a_time_with_the_eager_gradients(remainder, monkeypatch):
+    # each row's weights read only its own logits: blocks of 3 queries against the keys up to their last
+    import posenc.attention as attention
+    import posenc.kernels.query_blocked as query_blocked
+
+    monkeypatch.setattr(query_blocked, "DEFAULT_BLOCK", 3)
+    calls = []
+    blocked = attention.query_blocked_attention
+    monkeypatch.setattr(attention, "query_blocked_attention", lambda *a, **k: calls.append(1) or blocked(*a, **k))
+    encoding = posenc.build("stick_breaking", remainder=remainder)
+    layer = MultiHeadAttention(D_MODEL, 4, n_kv_heads=2, encoding=encoding, backend="eager").double()
+    x = torch.randn(2, 8, D_MODEL, dtype=torch.float64, requires_grad=True)
+    results = []
+    for backend in ("eager", "sdpa"):
+        layer.backend = backend
+        layer.zero_grad()
+        x.grad = None
+        out = layer(x)
+        out.backward(torch.ones_like(out))
+        results.append((out, x.grad, layer.q_proj.weight.grad, layer.k_proj.weight.grad))
+    assert calls == [1]
+    for eager, sdpa in zip(*results, strict=True):
+        torch.testing.assert_close(sdpa, eager, rtol=0, atol=1e-12)

@@ -552,6 +552,15 @@ class PositionalEncoding(nn.Module):
         ``[b, h_kv, j, d]``; added to q·kᵀ·scale with the bias and score terms; None here."""
         return None
 
+    def content_block_terms(
+        self, q: torch.Tensor, k: torch.Tensor, q_content: torch.Tensor, k_content: torch.Tensor
+    ):
+        """What ``bias``, ``score_terms`` and ``content_terms`` add to the scores, as a function of one block
+        of queries (:class:`posenc.kernels.query_blocked.BlockTerms`), for an encoding that reads the content
+        (``query_block_terms``' counterpart, with what :meth:`content` read of the queries ``[b, i, c]`` and
+        keys ``[b, j, c]``); None (the default): attention reads the terms whole."""
+        return None
+
     def output_terms(
         self,
         q: torch.Tensor,

@@ -22,7 +22,8 @@ from torch import nn
 from posenc._validation import check_float_tensor, check_positive_int
 from posenc.encodings.base import PositionalEncoding
 from posenc.encodings.description import Description
-from posenc.functional.forgetting import forget_bias
+from posenc.functional.forgetting import cumulative_log_gates, forget_bias, forget_bias_block
+from posenc.kernels.query_blocked import BlockTerms
 
 PAPER = (
     'Lin, Nikishin, He and Courville, 2025, "Forgetting Transformer: Softmax Attention with a Forget Gate", '
@@ -98,6 +99,19 @@ class ForgettingTransformer(PositionalEncoding):
         """D ``[b, h, i, j]`` = Σ_{l=j+1}^{i} log f_l from the keys' log gates ``[b, j, h]``; the queries
         ``[b, h, i, d]`` are the last i of the keys."""
         return forget_bias(k_content, q.shape[2])
+
+    def content_block_terms(self, q, k, q_content, k_content) -> BlockTerms:
+        """D for one block of queries at a time (:class:`posenc.kernels.query_blocked.BlockTerms`): the
+        cumulative log gates ``[b, h, j]`` once, with autograd, and c_i − c_j per block, so attention's
+        CPU sdpa path holds ``[b, h, block, j]`` at most, never ``[b, h, i, j]``."""
+        offset = k_content.shape[1] - q.shape[2]  # the queries are the last i of the keys
+
+        def block(q_rows, k_keys, rows, keys, cumulative):
+            return forget_bias_block(
+                cumulative, range(offset + rows.start, offset + rows.stop), range(keys.start, keys.stop)
+            )
+
+        return BlockTerms(block, (cumulative_log_gates(k_content),))
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}, gate_bias={self.gate_bias:g}"

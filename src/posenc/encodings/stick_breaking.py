@@ -23,6 +23,7 @@ from posenc._validation import check_choice
 from posenc.encodings.base import PositionalEncoding
 from posenc.encodings.description import Description
 from posenc.functional.stick_breaking import stick_breaking_log_weights
+from posenc.kernels.query_blocked import BlockTerms
 
 PAPER = (
     'Tan, Shen, Yang, Courville and Panda, 2025, "Scaling Stick-Breaking Attention", '
@@ -78,22 +79,32 @@ class StickBreaking(PositionalEncoding):
         super().__init__()
         self.remainder = check_choice("remainder", remainder, REMAINDERS)
 
-    def _log_weights(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(z, log A, log rem): the scaled logits ``[b, h, i, j]``, the log-weights and the log leftover ``[b, h, i]``."""
+    def _terms(self, q: torch.Tensor, k: torch.Tensor, first: int | None = None) -> torch.Tensor:
+        """log-weights − z ``[b, h, i, j]`` for the queries at keys ``first`` … (default: the last i)."""
         dtype = torch.promote_types(q.dtype, torch.float32)  # as attention's eager scores
         k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)  # [b, h, j, d]
         logits = (q.to(dtype) @ k.to(dtype).transpose(-1, -2)) * self.logit_scale(q.shape[-1])  # [b, h, i, j]
-        log_weights, log_rest = stick_breaking_log_weights(logits)
-        return logits, log_weights, log_rest
+        log_weights, log_rest = stick_breaking_log_weights(logits, first)
+        queries, keys = logits.shape[-2], logits.shape[-1]
+        first = keys - queries if first is None else first
+        own = torch.arange(keys, device=q.device) == torch.arange(first, first + queries, device=q.device)[:, None]
+        log_weights = torch.where(own, log_rest[..., None], log_weights)  # [b, h, i, j]
+        return log_weights - logits
 
     def score_terms(self, q, k, q_positions, k_positions, *, project=None) -> torch.Tensor:
         """log-weights − z ``[b, h, i, j]``: log A_ij for the keys before the query, log rem_i on its own key,
         −inf after it (z the scaled logits attention adds them to)."""
-        logits, log_weights, log_rest = self._log_weights(q, k)
-        queries, keys = logits.shape[-2], logits.shape[-1]
-        own = torch.arange(keys, device=q.device) == torch.arange(keys - queries, keys, device=q.device)[:, None]
-        log_weights = torch.where(own, log_rest[..., None], log_weights)  # [b, h, i, j]
-        return log_weights - logits
+        return self._terms(q, k)
+
+    def query_block_terms(self, q, k, q_positions, k_positions, *, project=None) -> BlockTerms:
+        """:meth:`score_terms` for one block of queries and the keys up to its last query at a time
+        (:class:`posenc.kernels.query_blocked.BlockTerms`): each row's weights read only its own logits."""
+        offset = k.shape[2] - q.shape[2]  # the queries are the last i of the keys
+
+        def block(q_rows, k_keys, rows, keys):
+            return self._terms(q_rows, k_keys, offset + rows.start - keys.start)
+
+        return BlockTerms(block)
 
     def output_terms(self, q, k, v, q_positions, k_positions) -> torch.Tensor | None:
         """−rem_i·v_i ``[b, h, i, d]`` (``remainder="drop"``): the leftover stick off the query's own value."""

@@ -21,12 +21,25 @@ def forget_bias(log_gates: torch.Tensor, queries: int) -> torch.Tensor:
     (float64 stays float64). Keys after the query (bidirectional attention, which the paper does not
     define) get the decay through the same gates between them, Σ_{l=i+1}^{j} log f_l = c_j − c_i.
     """
-    dtype = torch.promote_types(log_gates.dtype, torch.float32)
-    c = log_gates.to(dtype).cumsum(dim=1).transpose(1, 2)  # [b, h, j]
+    c = cumulative_log_gates(log_gates)  # [b, h, j]
     keys = c.shape[-1]
-    difference = c[..., keys - queries :, None] - c[..., None, :]  # [b, h, i, j]: c_i − c_j
-    after = torch.arange(keys - queries, keys, device=c.device)[:, None] < torch.arange(keys, device=c.device)
-    return torch.where(after, -difference, difference)  # [i, j] keys after the query: c_j − c_i
+    return forget_bias_block(c, range(keys - queries, keys), range(keys))  # [b, h, i, j]
 
 
-__all__ = ["forget_bias"]
+def cumulative_log_gates(log_gates: torch.Tensor) -> torch.Tensor:
+    """c = cumsum(log f) ``[b, h, j]`` from the log forget gates ``[b, j, h]``, in at least float32."""
+    return log_gates.to(torch.promote_types(log_gates.dtype, torch.float32)).cumsum(dim=1).transpose(1, 2)
+
+
+def forget_bias_block(cumulative: torch.Tensor, rows: range, keys: range) -> torch.Tensor:
+    """D ``[b, h, n, m]`` for the queries at key indices ``rows`` and the keys ``keys`` from the cumulative
+    log gates ``[b, h, j]`` (:func:`cumulative_log_gates`): c_i − c_j, c_j − c_i for keys after the query."""
+    device = cumulative.device
+    difference = cumulative[..., rows.start : rows.stop, None] - cumulative[..., None, keys.start : keys.stop]
+    after = torch.arange(rows.start, rows.stop, device=device)[:, None] < torch.arange(
+        keys.start, keys.stop, device=device
+    )
+    return torch.where(after, -difference, difference)
+
+
+__all__ = ["cumulative_log_gates", "forget_bias", "forget_bias_block"]

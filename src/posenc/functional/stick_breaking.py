@@ -20,9 +20,12 @@ import torch
 import torch.nn.functional as F
 
 
-def stick_breaking_log_weights(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """log A ``[..., i, j]`` and log rem ``[..., i]`` from the logits z ``[..., i, j]``; the queries are the
-    last i of the j keys (query r stands at key j − i + r).
+def stick_breaking_log_weights(
+    logits: torch.Tensor, first: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """log A ``[..., i, j]`` and log rem ``[..., i]`` from the logits z ``[..., i, j]``; query r stands at key
+    ``first`` + r (default j − i: the queries are the last i of the keys). Keys given are all the keys
+    before each query (a block of queries takes the keys up to its last one).
 
     log A_ij = log σ(z_ij) + Σ_{j<l<i} log σ(−z_il) for the keys before the query, −inf for the others
     (the query's own key and those after it); log rem_i = Σ_{l<i} log σ(−z_il). The sum over l is an
@@ -30,7 +33,8 @@ def stick_breaking_log_weights(logits: torch.Tensor) -> tuple[torch.Tensor, torc
     """
     queries, keys = logits.shape[-2], logits.shape[-1]
     device = logits.device
-    before = torch.arange(keys, device=device) < torch.arange(keys - queries, keys, device=device)[:, None]
+    first = keys - queries if first is None else first
+    before = torch.arange(keys, device=device) < torch.arange(first, first + queries, device=device)[:, None]
     log_rest = torch.where(before, F.logsigmoid(-logits), 0.0)  # [..., i, j]: log(1 − β_il) for l < i
     through = log_rest.flip(-1).cumsum(-1).flip(-1)  # [..., i, j]: Σ_{l ≥ j} log(1 − β_il)
     after = F.pad(through[..., 1:], (0, 1))  # [..., i, j]: Σ_{l > j}, i.e. Σ_{j<l<i}
