@@ -7,6 +7,8 @@ import math
 import mpmath
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import posenc
 from posenc.functional.angles import reduced_float_angles, split_frequencies
@@ -139,3 +141,28 @@ def test_frequencies_refuse_arguments_that_set_them_again():
         posenc.build("rope", d_head=8, frequencies=[AxisFrequencies(8), AxisFrequencies(4)])
     with pytest.raises(ValueError, match="unrotated must be one of"):
         posenc.build("rope", d_head=8, unrotated="middle")
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    shift=st.tuples(*(st.floats(-50.0, 50.0, allow_nan=False) for _ in range(3))),
+    seed=st.integers(0, 2**16),
+)
+def test_logits_of_per_axis_frequencies_depend_only_on_the_float_offset(shift, seed):
+    generator = torch.Generator().manual_seed(seed)
+    rope = posenc.build("ltx", d_head=20)
+    q = torch.randn(1, 1, 6, 20, dtype=torch.float64, generator=generator)
+    k = torch.randn(1, 1, 6, 20, dtype=torch.float64, generator=generator)
+    coordinates = torch.rand(6, 3, dtype=torch.float64, generator=generator) * 2 - 1
+    moved = coordinates + torch.tensor(shift, dtype=torch.float64)
+    logits = [(a @ b.transpose(-1, -2)) for a, b in (rope.rotate(q, k, c, c) for c in (coordinates, moved))]
+    # the moved coordinates are rounded float64 values: ω·ulp(x) ≈ 15708·2^-46 ≈ 2e-10 rad at most
+    torch.testing.assert_close(logits[1], logits[0], rtol=0, atol=1e-9)
+
+
+def test_a_half_precision_module_keeps_its_explicit_frequencies_exact():
+    rope = posenc.build("ltx", d_head=20)
+    exact = rope.scheme.spectrum()[0]
+    rope.to(torch.bfloat16)
+    assert rope.inv_freq_pieces.dtype == torch.float64
+    assert torch.equal(rope.inv_freq, exact)
