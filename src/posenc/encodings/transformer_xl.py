@@ -210,30 +210,33 @@ class TransformerXLRelative(PositionalEncoding):
     ) -> BlockTerms:
         """:meth:`score_terms` for one block of queries at a time (``posenc.kernels.query_blocked``): W_{k,R}R
         is projected once for every distance present, each block multiplies its queries by the columns
-        of its own distances and reads its pairs by the rel-shift (or the index)."""
+        of its own distances and reads its pairs by the rel-shift (or the index). Assumes attention's
+        scale 1/√d_head (the encoding's logit_scale)."""
         q, k = self._checked_heads(q, k)
         q_positions, k_positions = pair_positions(*query_key_positions(q, k, q_positions, k_positions))
         top, width, index = self.distance_columns(q_positions, k_positions)
         distances = top.unsqueeze(-1) - torch.arange(width, device=top.device)  # [(b,) D]
         n_queries, scale, n_heads = q.shape[2], 1 / math.sqrt(self.d_head), q.shape[1]
+        u, v = self.u.to(q.dtype), self.v.to(q.dtype)  # [h, d]
+        # consecutive positions: u·k_j joins the content product as (q + u)·k (the kernel's query_shift),
+        # and the term is (q + u + (v − u))·W R read by the rel-shift alone, a view of one product
+        shift = v if index is not None else v - u
 
-        def block(q_rows, k_keys, rows, keys, projected, u, v):
-            query = q_rows + v.unsqueeze(-2)  # q_i + v: [b, h, n, d]
-            if (
-                index is None
-            ):  # consecutive: the block's pairs read columns N − rows.stop … N − 1 − rows.start + m − 1
+        def block(q_rows, k_keys, rows, keys, projected, shift, u):
+            query = q_rows + shift.unsqueeze(-2)  # q_i + v: [b, h, n, d]
+            if index is None:  # the block's pairs read columns N − rows.stop … N − 1 − rows.start + m − 1
                 first = n_queries - rows.stop
                 width = rows.stop - rows.start + keys.stop - keys.start - 1
                 per_distance = query @ projected[..., first : first + width]  # [b, h, n, n + m − 1]
-                position = skew(per_distance, keys.stop - keys.start)  # [b, h, n, m]
-            else:
-                at = index[..., rows, keys]  # [(b,) n, m]
-                at = at.unsqueeze(-3) if at.dim() == 3 else at
-                per_distance = query @ projected  # [b, h, n, D]
-                position = per_distance.gather(-1, at.expand(*per_distance.shape[:3], at.shape[-1]))
-            return (position + self.key_bias_term(k_keys, n_heads, u)) * scale
+                return skew(per_distance, keys.stop - keys.start)  # [b, h, n, m]
+            at = index[..., rows, keys]  # [(b,) n, m]
+            at = at.unsqueeze(-3) if at.dim() == 3 else at
+            per_distance = query @ projected  # [b, h, n, D]
+            position = per_distance.gather(-1, at.expand(*per_distance.shape[:3], at.shape[-1]))
+            return position + self.key_bias_term(k_keys, n_heads, u)
 
-        return BlockTerms(block, (self.projected(distances, q.dtype), self.u.to(q.dtype), self.v.to(q.dtype)))
+        tensors = (self.projected(distances, q.dtype) * scale, shift, u * scale)
+        return BlockTerms(block, tensors, query_shift=u if index is None else None)
 
     def key_bias_term(self, k: torch.Tensor, n_heads: int, u: torch.Tensor | None = None) -> torch.Tensor:
         """u·k_j for every query head: ``[b, h, 1, j]`` from keys ``[b, h_kv, j, d]`` (grouped heads

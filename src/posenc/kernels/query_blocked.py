@@ -53,6 +53,9 @@ class BlockTerms:
     #: k_keys, rows, keys, *tensors)`` gives (T, backward), where backward(dT) gives (dq_rows, dk_keys,
     #: (dtensor, …)), each None where there is none.
     with_grad: Callable[..., tuple] | None = None
+    #: ``[h, d]`` added to every query for the content product q·kᵀ (and so to the q_rows T reads):
+    #: Transformer-XL's u·k_j as (q + u)·k.
+    query_shift: torch.Tensor | None = None
 
 
 def query_blocked_attention(
@@ -73,6 +76,8 @@ def query_blocked_attention(
     """
     block = check_positive_int("block", DEFAULT_BLOCK if block is None else block)
     factor = scale_of(scale, q.shape[-1]) * terms.content_scale
+    if terms.query_shift is not None:
+        q = q + terms.query_shift.to(q.dtype).unsqueeze(-2)  # [b, h, s_q, d]
     if terms.direct is not None:
         out = terms.direct(q, k, v, causal=causal, scale=factor)
         if out is not None:
