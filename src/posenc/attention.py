@@ -57,7 +57,7 @@ from posenc.kernels.blocked import biased_attention, differentiable
 from posenc.kernels.per_distance import per_distance_attention
 from posenc.kernels.query_blocked import query_blocked_attention
 from posenc.kv_cache import KVCache
-from posenc.masks import attention_mask, check_span, chunked_sdpa, visible, windowed_sdpa
+from posenc.masks import attention_mask, causal_sdpa, check_span, chunked_sdpa, visible, windowed_sdpa
 from posenc.sinks import check_sinks, sink_attention, sink_weights
 from posenc.temperature import QueryTemperature, check_temperature
 
@@ -413,6 +413,8 @@ class MultiHeadAttention(nn.Module):
             return windowed_sdpa(q, k, v, self.window, scale=scale, sinks=self.sinks)
         if bias is None and same_tokens and self.chunk is not None and self.window is None:
             return chunked_sdpa(q, k, v, self.chunk, scale=scale, sinks=self.sinks)
+        if bias is None and same_tokens and self.chunk is None and self.window is None:  # sinks alone
+            return causal_sdpa(q, k, v, scale=scale, sinks=self.sinks)
         attn_mask = _float_mask(bias, mask, q.dtype) if bias is not None else mask
         if attn_mask is not None and attn_mask.dim() == 3:  # a bias [h, i, j]: as [1, h, i, j]
             attn_mask = attn_mask.unsqueeze(0)

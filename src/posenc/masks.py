@@ -85,6 +85,12 @@ def _within_document(documents: torch.Tensor) -> torch.Tensor:
     return index - starts
 
 
+def causal_sdpa(q, k, v, *, scale: float, sinks: torch.Tensor | None = None) -> torch.Tensor:
+    """Causal attention of the same tokens, q ``[b, h, s, d]``, k, v ``[b, h_kv, s, d]``: ``is_causal``
+    SDPA, with sinks where given (no mask tensor either way)."""
+    return _causal(q, k, v, sinks, scale, q.shape[1] != k.shape[1])
+
+
 def _causal(q, k, v, sinks, scale: float, gqa: bool) -> torch.Tensor:
     """Causal attention of the same tokens (``is_causal``), with sinks where given."""
     if sinks is None:
