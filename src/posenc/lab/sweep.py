@@ -38,7 +38,13 @@ from posenc.lab.presets import (
     task_setup,
 )
 from posenc.lab.progress import SweepProgress
-from posenc.lab.properties import count_fixed, count_parameters, parameters_at, relative_position
+from posenc.lab.properties import (
+    count_fixed,
+    count_parameters,
+    distinct_encodings,
+    model_relative_position,
+    parameters_at,
+)
 from posenc.lab.records import RECORDED, Records
 from posenc.lab.tasks import check_task, make_task, make_task_shape, task_names
 from posenc.lab.train import load_checkpoint, save_checkpoint, set_backend, train
@@ -226,16 +232,19 @@ _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 def _properties(config: RunConfig, model) -> dict:
     """Parameters counted from the trained encoding (and at 2L by its formula, the instance's other
-    settings kept), and the relative-position shift test."""
-    encoding = model.encoding
+    settings kept), and the relative-position shift test; over every distinct encoding of the layers
+    (a stack's), summed or the layer furthest from relative (:mod:`posenc.lab.properties`)."""
+    encodings = distinct_encodings(model)
+    length = make_task_shape(config.task, 2 * config.train_length)
+    limits = [encoding.position_limit for encoding in encodings if encoding.position_limit is not None]
     return {
-        "positional_parameters": count_parameters(encoding),
-        "positional_parameters_at_2L": parameters_at(
-            encoding, make_task_shape(config.task, 2 * config.train_length), config.model.d_model
+        "positional_parameters": sum(count_parameters(encoding) for encoding in encodings),
+        "positional_parameters_at_2L": sum(
+            parameters_at(encoding, length, config.model.d_model) for encoding in encodings
         ),
-        "fixed_constants": count_fixed(encoding),
+        "fixed_constants": sum(count_fixed(encoding) for encoding in encodings),
         "model_parameters": sum(p.numel() for p in model.parameters()),
-        "relative_position": relative_position(encoding, max_positions=encoding.position_limit),
+        "relative_position": model_relative_position(encodings, min(limits) if limits else None),
     }
 
 
