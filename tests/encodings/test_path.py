@@ -163,3 +163,29 @@ def test_a_bidirectional_model_is_refused():
 def test_bad_arguments_are_named(kwargs, error, message):
     with pytest.raises(error, match=message):
         posenc.build("path", **kwargs)
+
+
+@pytest.mark.parametrize("chunk", [None, 2])
+def test_cpu_sdpa_runs_the_logits_a_block_of_queries_at_a_time_with_the_eager_gradients(chunk, monkeypatch):
+    # each block of 3 queries is carried through the transforms of the keys up to its last query
+    import posenc.attention as attention
+    import posenc.kernels.query_blocked as query_blocked
+
+    monkeypatch.setattr(query_blocked, "DEFAULT_BLOCK", 3)
+    calls = []
+    blocked = attention.query_blocked_attention
+    monkeypatch.setattr(attention, "query_blocked_attention", lambda *a, **k: calls.append(1) or blocked(*a, **k))
+    encoding = posenc.build("path", d_model=D_MODEL, n_heads=4, chunk=chunk)
+    layer = MultiHeadAttention(D_MODEL, 4, n_kv_heads=2, encoding=encoding, backend="eager").double()
+    x = torch.randn(2, 8, D_MODEL, dtype=torch.float64, requires_grad=True)
+    results = []
+    for backend in ("eager", "sdpa"):
+        layer.backend = backend
+        layer.zero_grad()
+        x.grad = None
+        out = layer(x)
+        out.backward(torch.ones_like(out))
+        results.append((out, x.grad, encoding.direction.weight.grad, encoding.strength.bias.grad))
+    assert calls == [1]
+    for eager, sdpa in zip(*results, strict=True):
+        torch.testing.assert_close(sdpa, eager, rtol=0, atol=1e-12)

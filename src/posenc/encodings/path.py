@@ -24,6 +24,7 @@ from posenc._validation import check_float_tensor, check_positive_int
 from posenc.encodings.base import PositionalEncoding
 from posenc.encodings.description import Description
 from posenc.functional.path import path_scores_chunked, path_scores_eager
+from posenc.kernels.query_blocked import BlockTerms
 
 PAPER = (
     'Yang et al., 2025, "PaTH Attention: Position Encoding via Accumulating Householder Transformations", '
@@ -48,7 +49,8 @@ class PaTH(PositionalEncoding):
     as each query sees it, O(s²·d). Both give the same logits.
 
     PaTH is defined for causal attention: ``model_arguments(causal=False)`` is refused; an instance placed
-    in bidirectional attention by hand still hides the keys after the query.
+    in bidirectional attention by hand still hides the keys after the query (the CPU sdpa path, a block of
+    queries at a time, refuses it).
 
     Args:
         d_model: the width of the layer input the transforms are read from.
@@ -103,29 +105,58 @@ class PaTH(PositionalEncoding):
         beta = 2 * torch.sigmoid(self.strength(x))  # [b, s, h]
         return torch.cat((w.flatten(2), beta), dim=-1)
 
-    def content_terms(self, q, k, q_content, k_content) -> torch.Tensor:
-        """q_iᵀ(H_i ⋯ H_{j+1})k_j·scale − q_i·k_j·scale ``[b, h, i, j]`` (−inf after the query), from the keys'
-        content ``[b, j, h·d + h]``; q ``[b, h, i, d]``, k ``[b, h_kv, j, d]``."""
-        if q.shape[1] != self.n_heads or q.shape[-1] != self.d_head:
-            raise ValueError(
-                f"PaTH's transforms act on {self.n_heads} heads of width {self.d_head}; got queries of shape "
-                f"{tuple(q.shape)}"
-            )
-        dtype = torch.promote_types(q.dtype, torch.float32)
+    def _transforms(self, k_content: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """(w ``[b, h, j, d]``, β ``[b, h, j]``) from the keys' content ``[b, j, h·d + h]``, in ``dtype``."""
         b, keys = k_content.shape[0], k_content.shape[1]
         width = self.n_heads * self.d_head
         w = k_content[..., :width].view(b, keys, self.n_heads, self.d_head).transpose(1, 2).to(dtype)
-        beta = k_content[..., width:].transpose(1, 2).to(dtype)  # [b, h, j]
+        return w, k_content[..., width:].transpose(1, 2).to(dtype)
+
+    def _terms(self, q, k, w, beta, first: int) -> torch.Tensor:
+        """The terms for queries ``[b, h, i, d]`` standing at keys ``first`` … of k ``[b, h_kv, j, d]``."""
+        dtype = w.dtype
         q = q.to(dtype)
         k = k.repeat_interleave(self.n_heads // k.shape[1], dim=1).to(dtype)  # [b, h, j, d]
+        queries, keys = q.shape[2], k.shape[2]
+        if first + queries != keys:  # the forms carry the last i of the keys: the keys end at the last query
+            raise ValueError(
+                f"PaTH's logits read the keys up to the last query (causal attention); got {queries} queries "
+                f"from key {first} among {keys} keys"
+            )
         if self.chunk is None:
             scores = path_scores_eager(q, k, w, beta)
         else:
             scores = path_scores_chunked(q, k, w, beta, chunk=self.chunk)
         terms = (scores - q @ k.transpose(-1, -2)) * self.logit_scale(self.d_head)  # [b, h, i, j]
-        queries = q.shape[2]
-        after = torch.arange(keys, device=q.device) > torch.arange(keys - queries, keys, device=q.device)[:, None]
+        after = torch.arange(keys, device=q.device) > torch.arange(first, keys, device=q.device)[:, None]
         return terms.masked_fill(after, float("-inf"))
+
+    def content_block_terms(self, q, k, q_content, k_content) -> BlockTerms:
+        """The terms for one block of queries and the keys up to its last query at a time
+        (:class:`posenc.kernels.query_blocked.BlockTerms`), so attention's CPU sdpa path holds
+        ``[b, h, block, j]`` logits at most; causal attention only (the keys end at the block's last query)."""
+        self._check_heads(q)
+        offset = k_content.shape[1] - q.shape[2]  # the queries are the last i of the keys
+        w, beta = self._transforms(k_content, torch.promote_types(q.dtype, torch.float32))
+
+        def block(q_rows, k_keys, rows, keys, w, beta):
+            return self._terms(q_rows, k_keys, w[:, :, keys], beta[:, :, keys], offset + rows.start - keys.start)
+
+        return BlockTerms(block, (w, beta))
+
+    def _check_heads(self, q: torch.Tensor) -> None:
+        if q.shape[1] != self.n_heads or q.shape[-1] != self.d_head:
+            raise ValueError(
+                f"PaTH's transforms act on {self.n_heads} heads of width {self.d_head}; got queries of shape "
+                f"{tuple(q.shape)}"
+            )
+
+    def content_terms(self, q, k, q_content, k_content) -> torch.Tensor:
+        """q_iᵀ(H_i ⋯ H_{j+1})k_j·scale − q_i·k_j·scale ``[b, h, i, j]`` (−inf after the query), from the keys'
+        content ``[b, j, h·d + h]``; q ``[b, h, i, d]``, k ``[b, h_kv, j, d]``."""
+        self._check_heads(q)
+        w, beta = self._transforms(k_content, torch.promote_types(q.dtype, torch.float32))
+        return self._terms(q, k, w, beta, k_content.shape[1] - q.shape[2])
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}, d_head={self.d_head}, chunk={self.chunk}"
