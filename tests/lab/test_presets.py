@@ -17,11 +17,12 @@ from posenc.lab.presets import (
     OVERRIDE_PLACES,
     PRESETS,
     Overrides,
-    not_applicable,
     run_config,
+    skip_reason,
 )
 from posenc.lab.records import Records
 from posenc.lab.report import comparison_markdown
+from posenc.lab.stacks import stack_named
 from posenc.lab.sweep import plan
 from posenc.lab.tasks import make_task, task_names
 from posenc.lab.train import build_model
@@ -64,8 +65,8 @@ def test_every_encoding_a_preset_names_is_registered_and_trained_on_the_task(nam
     assert set(preset.sweep_tasks) <= set(preset.tasks)
     for task, setup in preset.tasks.items():
         for encoding in setup.encodings or ():
-            assert encoding in posenc.available()
-            assert encoding not in not_applicable(task), (task, encoding)
+            assert encoding in posenc.available() or stack_named(encoding) is not None
+            assert skip_reason(encoding, task) is None, (task, encoding)
 
 
 def test_the_gpu_preset_runs_kazemnejads_five_on_five_algorithmic_tasks_and_every_task_when_named():
