@@ -372,12 +372,16 @@ PRESETS: dict[str, Preset] = {
     "stacks": Preset(
         "stacks",
         "stacks whose layers differ (posenc.lab.stacks) against pure RoPE, NoPE and ALiBi: RNoPE, RNoPE-SWA, "
-        "RNoPE with Llama 4's temperature and FoX, a 4-layer lm at L=64 evaluated to 8L; copy and reverse "
-        "(1 … 20, tested to 40) when named; 3 seeds",
+        "RNoPE with Llama 4's temperature and FoX, a 4-layer lm at L=64 (300 steps) evaluated to 8L; the "
+        "algorithmic tasks (1 … 20, tested to 40) when named; 3 seeds",
         (0, 1, 2),
         {
             BITS_PER_BYTE: TaskSetup(
-                ModelConfig(64, 4, 4), TrainConfig(600, 32, 2e-3, 60, checkpoint_every=200), 64, encodings=STACKS
+                ModelConfig(64, 4, 4),
+                TrainConfig(300, 32, 2e-3, 30, checkpoint_every=100),
+                64,
+                eval_size=32768,
+                encodings=STACKS,
             ),
             EXACT_MATCH: replace(_CPU_ALGORITHMIC, encodings=STACKS),
         },
