@@ -9,7 +9,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import posenc
-from posenc.analysis import logit_shift_change, properties
+from posenc.analysis import logit_shift_change
+from posenc.analysis.verification import relative as relative_claim
 from posenc.attention import MultiHeadAttention
 from posenc.functional.path import path_scores_chunked, path_scores_eager
 from posenc.model import TransformerLM
@@ -143,7 +144,7 @@ def test_gradcheck_of_the_logits_and_of_the_layer_in_float64(chunk):
 def test_shifting_every_position_changes_nothing_and_the_verdict_says_contextual():
     encoding = posenc.build("path", d_model=32, n_heads=4, chunk=8)
     assert set(logit_shift_change(encoding).values()) == {0.0}
-    relative = properties(encoding)["relative"]
+    relative = relative_claim(encoding, 16)
     assert relative.category == "contextual" and relative.holds
 
 
