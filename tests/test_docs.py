@@ -146,6 +146,9 @@ QUOTED = [
     ("pope", "bounded", "softplus of the content (", "3.9"),
     ("pope", "relative", "*explicit* relative position (", "6.8e-16"),
     ("pope", "parameters", "learned parameters (", "64"),
+    ("fope", "bounded", "norms not kept (", "1.03"),
+    ("fope", "relative", "at its initial noise (", "0.43"),
+    ("fope", "parameters", "learned parameters (", "256"),
     ("nope", "relative", "unchanged by a shift (", "0"),
 ]
 

@@ -30,6 +30,8 @@ from posenc.encodings.deberta import DisentangledAttention
 from posenc.encodings.description import Description, SeedRow, declared_by
 from posenc.encodings.fire import DESCRIPTION as FIRE_DESCRIPTION
 from posenc.encodings.fire import FIRE
+from posenc.encodings.fope import DESCRIPTION as FOPE_DESCRIPTION
+from posenc.encodings.fope import FourierEncoding
 from posenc.encodings.forgetting import DESCRIPTION as FORGETTING_DESCRIPTION
 from posenc.encodings.forgetting import ForgettingTransformer
 from posenc.encodings.golden_gate import DESCRIPTION as GOLDEN_GATE_DESCRIPTION
@@ -176,6 +178,7 @@ register("liere", LieRE, LIERE_DESCRIPTION)
 register("comrope", ComRoPE, COMROPE_DESCRIPTION)
 register("mochi", MochiRoPE, MOCHI_DESCRIPTION)
 register("pope", PolarEncoding, POPE_DESCRIPTION)
+register("fope", FourierEncoding, FOPE_DESCRIPTION)
 
 
 def available() -> list[str]:
