@@ -231,3 +231,18 @@ def test_cpu_sdpa_runs_the_bias_a_block_of_queries_at_a_time_with_the_eager_grad
     assert calls == [1]
     for eager, sdpa in zip(*results, strict=True):
         torch.testing.assert_close(sdpa, eager, rtol=0, atol=1e-12)
+
+
+def test_a_float32_bias_over_thousands_of_tokens_keeps_the_nearest_keys_to_float32_rounding():
+    # a float32 cumulative sum reaches |c| ≈ 3000 here: c_i − c_j then loses ~1e-4 of every bias, the
+    # nearest keys' included; from float64 sums in two pieces the bias stays within its own rounding
+    log_f = torch.nn.functional.logsigmoid(torch.randn(1, 4096, 1, dtype=torch.float64))  # [b, j, h]
+    exact = forget_bias(log_f, 8)  # [1, 1, 8, 4096], float64
+    got = forget_bias(log_f.float(), 8)
+    assert got.dtype == torch.float32
+    near = exact[..., -16:]
+    error = (got[..., -16:].double() - near).abs()
+    assert (error <= 2 * torch.finfo(torch.float32).eps * near.abs() + 1e-12).all()
+    naive = log_f.float().cumsum(1).transpose(1, 2)
+    naive = naive[..., -8:, None] - naive[..., None, -16:]  # what a float32 cumulative sum would give
+    assert ((naive.double() - near).abs() > 2 * torch.finfo(torch.float32).eps * near.abs() + 1e-12).any()

@@ -105,10 +105,11 @@ class ForgettingTransformer(PositionalEncoding):
         cumulative log gates ``[b, h, j]`` once, with autograd, and c_i − c_j per block, so attention's
         CPU sdpa path holds ``[b, h, block, j]`` at most, never ``[b, h, i, j]``."""
         offset = k_content.shape[1] - q.shape[2]  # the queries are the last i of the keys
+        dtype = torch.promote_types(k_content.dtype, torch.float32)
 
         def block(q_rows, k_keys, rows, keys, cumulative):
             return forget_bias_block(
-                cumulative, range(offset + rows.start, offset + rows.stop), range(keys.start, keys.stop)
+                cumulative, range(offset + rows.start, offset + rows.stop), range(keys.start, keys.stop), dtype
             )
 
         return BlockTerms(block, (cumulative_log_gates(k_content),))
