@@ -24,8 +24,10 @@ def fope_frequencies(d_head: int, base: float, max_len: int) -> torch.Tensor:
 
 
 class FourierEncoding(CoordinateRotation):
-    """FoPE (Hua et al., 2024, https://arxiv.org/abs/2412.17739; vLLM's ``FourierRotaryEmbedding``): pair k
-    of the head (channels k and k + d/2, as GPT-NeoX) turns by the Fourier series
+    """FoPE (Hua et al., 2024, https://arxiv.org/abs/2412.17739; vLLM's ``FourierRotaryEmbedding``): each
+    rotary pair turns by Fourier series of the kept frequencies, the slowest clipped to zero.
+
+    Pair k of the head (channels k and k + d/2, as GPT-NeoX) turns by
 
         cos_k(t) = Σ_f C[f, k]·cos(ω_f·t),   sin_k(t) = Σ_f S[f, k]·sin(ω_f·t),
 

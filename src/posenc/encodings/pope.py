@@ -24,9 +24,11 @@ def pope_frequencies(d_head: int, base: float) -> torch.Tensor:
 
 
 class PolarEncoding(CoordinateRotation):
-    """PoPE (Gopalakrishnan et al., 2025, https://arxiv.org/abs/2509.10534): channel c of a query at
-    position i becomes the complex number softplus(q_c)·e^{i(i·θ_c − δ_{h,c})}, of a key at j
-    softplus(k_c)·e^{i·j·θ_c}, and the score is the real part of their product's sum:
+    """PoPE (Gopalakrishnan et al., 2025, https://arxiv.org/abs/2509.10534): each channel of q and k a
+    complex number whose magnitude is the content and whose phase is the position alone.
+
+    Channel c of a query at position i becomes softplus(q_c)·e^{i(i·θ_c − δ_{h,c})}, of a key at j
+    softplus(k_c)·e^{i·j·θ_c}, and the score is the real part of their product's sum,
 
         q·k = Σ_c softplus(q_c)·softplus(k_c)·cos((i − j)·θ_c − δ_{h,c}),
 
