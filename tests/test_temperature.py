@@ -94,10 +94,15 @@ def test_a_schedule_that_moves_before_its_declared_threshold_is_caught():
     assert claim.holds is False and "declares its factor constant below position 64" in claim.reason
 
 
-def test_the_claim_is_a_row_of_the_layers_properties_and_na_for_an_absolute_encoding():
+@pytest.mark.slow  # every claim of the encoding is measured too
+def test_the_claim_is_a_row_of_the_layers_properties():
     rows = layer_properties(build("nope"), Llama4Temperature(floor_scale=64), length=32)
     assert rows["temperature_shift"].holds and rows["relative"].holds
-    assert temperature_shift(build("sinusoidal", d_model=32), Llama4Temperature(floor_scale=64)).holds is None
+
+
+def test_the_claim_is_na_for_an_encoding_a_shift_already_moves():
+    claim = temperature_shift(build("sinusoidal", d_model=32), Llama4Temperature(floor_scale=64))
+    assert claim.holds is None and "a shift changes the encoding's own logits" in claim.reason
 
 
 def test_only_kinds_whose_scores_are_linear_in_the_query_accept_a_temperature_by_default():

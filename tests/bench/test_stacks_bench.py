@@ -15,7 +15,7 @@ def tiny(monkeypatch):
 
 
 def test_every_row_is_timed_against_the_unbiased_layer(tiny):
-    result = stacks.run((24,), rounds=1, window=8, chunk=8, memory=False)
+    result = stacks.run((16,), rounds=1, window=4, chunk=4, memory=False)
     assert [row["case"] for row in result["rows"]] == list(stacks.CASES)
     assert all(row["median_ms"] > 0 and row["max_error"] <= stacks.TOLERANCE for row in result["rows"])
     assert result["rows"][0]["ratio"] == 1.0
