@@ -9,6 +9,7 @@ import torch
 
 import posenc
 from posenc.model import TransformerEncoder, TransformerLM
+from tests.registry import each_code_path
 
 
 def test_a_width_not_divisible_by_the_heads_is_named():
@@ -143,7 +144,7 @@ def _compiled_equals_eager(name: str, backend: str, attention: str = "sdpa") -> 
             torch.testing.assert_close(grads[n], p.grad, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", posenc.available())
+@pytest.mark.parametrize("name", each_code_path())
 def test_compiles_with_fullgraph_for_every_registered_encoding_forward_and_backward(name):
     # sinusoidal, learned, and ALiBi/T5 on sdpa used to break the graph (host reads of positions).
     # aot_eager traces the whole forward and backward as inductor does, without generating code (half
