@@ -93,3 +93,19 @@ def test_gradients_reach_both_coefficient_sets():
 def test_bad_arguments_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         posenc.build("fope", **kwargs)
+
+
+def test_decoding_with_a_cache_of_turned_keys_equals_the_full_forward():
+    # the cache holds keys as turned: each depends on its own position alone
+    from posenc.model import TransformerLM
+
+    torch.manual_seed(0)
+    model = TransformerLM(50, d_model=32, n_layers=2, n_heads=4, encoding="fope", backend="sdpa", max_len=64)
+    assert model.encoding.rotated_keys_are_cacheable
+    x = torch.randint(0, 50, (2, 10))
+    with torch.no_grad():
+        caches = model.new_caches()
+        steps = [model(x[:, :4], caches=caches)] + [
+            model(x[:, t : t + 1], caches=caches) for t in range(4, 10)
+        ]
+        torch.testing.assert_close(torch.cat(steps, dim=1), model(x), rtol=0, atol=1e-4)

@@ -104,3 +104,19 @@ def test_turning_the_polar_form_again_composes_positions():
     torch.testing.assert_close(twice, direct, rtol=0, atol=1e-12)
     with pytest.raises(ValueError, match=r"d_head=8 or 16\], got \(1, 2, 5, 12\)"):
         encoding.rotate(q[..., :6].repeat(1, 1, 1, 2), q)
+
+
+def test_decoding_with_a_cache_of_turned_keys_equals_the_full_forward():
+    # the cache holds keys as turned (PoPE's twice as wide): each depends on its own position alone
+    from posenc.model import TransformerLM
+
+    torch.manual_seed(0)
+    model = TransformerLM(50, d_model=32, n_layers=2, n_heads=4, encoding="pope", backend="sdpa", max_len=64)
+    assert model.encoding.rotated_keys_are_cacheable
+    x = torch.randint(0, 50, (2, 10))
+    with torch.no_grad():
+        caches = model.new_caches()
+        steps = [model(x[:, :4], caches=caches)] + [
+            model(x[:, t : t + 1], caches=caches) for t in range(4, 10)
+        ]
+        torch.testing.assert_close(torch.cat(steps, dim=1), model(x), rtol=0, atol=1e-4)
