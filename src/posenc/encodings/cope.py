@@ -261,15 +261,21 @@ class ContextualPositionEncoding(PositionalEncoding):
         query = torch.arange(offset + rows.start, offset + rows.stop, device=q_rows.device)
         key = torch.arange(keys.start, keys.stop, device=q_rows.device)
         gates = torch.matmul(q_rows, k_keys.transpose(-1, -2)).mul_(1 / math.sqrt(self.d_head)).sigmoid_()
-        gates.masked_fill_(key[None, :] > query[:, None], 0.0)
+        later = max(0, offset + rows.start + 1 - keys.start)  # keys before it precede every query here
+        gates[..., later:].masked_fill_(key[None, later:] > query[:, None], 0.0)
         counts = gates.flip(-1).cumsum(dim=-1).flip(-1)  # Σ_{t ≥ j} g_it
         return gates, counts, q_rows, k_keys
 
     def _block_terms(self, offset: int, q_rows, k_keys, rows: slice, keys: slice, table):
-        """q_i·e(p_ij) of a block, ``[b, h, n, m]`` (no autograd: :meth:`_block_grad` gives its gradient)."""
+        """q_i·e(p_ij) of a block, ``[b, h, n, m]`` (no autograd: :meth:`_block_with_grad` gives its gradient)."""
         _, counts, q_rows, _ = self._block_counts(offset, q_rows, k_keys, rows, keys)
         counts.clamp_(max=self.npos_max - 1)
-        return interpolate_position_logits(q_rows @ table.to(q_rows.dtype).T, counts)
+        logits = q_rows @ table.to(q_rows.dtype).T  # z [b, h, n, npos_max]
+        following = torch.cat((logits[..., 1:], logits[..., -1:]), dim=-1)  # z[min(r + 1, npos_max − 1)]
+        floor = counts.floor()
+        low = floor.long()
+        # z[⌊p⌋] + (p − ⌊p⌋)·(z[⌈p⌉] − z[⌊p⌋]): ⌈p⌉ = ⌊p⌋ + 1 wherever the weight is not 0
+        return torch.lerp(logits.gather(-1, low), following.gather(-1, low), counts.sub_(floor))
 
     def _block_with_grad(self, offset: int, q_rows, k_keys, rows: slice, keys: slice, table):
         """:meth:`_block_terms` and a function giving (dq_rows, dk_keys, (dtable,)) from the terms' gradient
@@ -286,7 +292,7 @@ class ContextualPositionEncoding(PositionalEncoding):
         low, high = floor.long(), counts.ceil().long()
         weight = counts.sub_(floor)  # p − ⌊p⌋
         at_low, at_high = logits.gather(-1, low), logits.gather(-1, high)
-        terms = weight * at_high + (1 - weight) * at_low  # as interpolate_position_logits rounds it
+        terms = torch.lerp(at_low, at_high, weight)  # as _block_terms rounds it
 
         def backward(d_terms):
             d_terms = d_terms.to(q_wide.dtype)
