@@ -32,7 +32,13 @@ def _loop(q, k, v, scale, **kwargs):
     return torch.tensor(
         [
             [
-                loop_attend(q[n, m].tolist(), k[n, m // groups].tolist(), v[n, m // groups].tolist(), scale=scale, **kwargs)
+                loop_attend(
+                    q[n, m].tolist(),
+                    k[n, m // groups].tolist(),
+                    v[n, m // groups].tolist(),
+                    scale=scale,
+                    **kwargs,
+                )
                 for m in range(h)
             ]
             for n in range(b)
@@ -46,7 +52,10 @@ def test_visible_is_the_window_and_chunk_definition():
     for causal in (True, False):
         for spans in MASKS:
             grid = visible(t, u, causal=causal, **spans)
-            expected = [[sees(a, c, causal=causal, **{"window": None, "chunk": None} | spans) for c in range(12)] for a in range(12)]
+            expected = [
+                [sees(a, c, causal=causal, **{"window": None, "chunk": None} | spans) for c in range(12)]
+                for a in range(12)
+            ]
             assert grid.tolist() == expected
 
 
@@ -82,7 +91,9 @@ def test_blocked_sdpa_paths_give_the_masked_softmax_and_its_gradients(kind, seq_
     slow = ((q @ keys.transpose(-1, -2)) * 0.3).masked_fill(~mask, float("-inf")).softmax(-1) @ values
     torch.testing.assert_close(fast, slow, atol=1e-12, rtol=1e-12)
     grad = torch.randn_like(fast)
-    for a, b in zip(torch.autograd.grad(fast, (q, k, v), grad), torch.autograd.grad(slow, (q, k, v), grad), strict=True):
+    for a, b in zip(
+        torch.autograd.grad(fast, (q, k, v), grad), torch.autograd.grad(slow, (q, k, v), grad), strict=True
+    ):
         torch.testing.assert_close(a, b, atol=1e-12, rtol=1e-12)
 
 
@@ -97,7 +108,11 @@ def test_a_model_trained_with_a_window_decodes_with_a_windowed_cache_to_its_full
     full = model(tokens)
     caches = model.new_caches(window="layers")  # the window layer keeps 4 keys, the chunk layer every key
     assert caches[0].window == 4 and caches[1].window is None
-    steps = torch.cat([model(tokens[:, :3], caches=caches)] + [model(tokens[:, t : t + 1], caches=caches) for t in range(3, 9)], 1)
+    steps = torch.cat(
+        [model(tokens[:, :3], caches=caches)]
+        + [model(tokens[:, t : t + 1], caches=caches) for t in range(3, 9)],
+        1,
+    )
     torch.testing.assert_close(steps, full, atol=1e-12, rtol=1e-12)
     assert caches[0].length == 4  # constant memory in the window layer
 
@@ -125,5 +140,7 @@ def test_an_encoding_whose_weights_read_hidden_keys_refuses_a_window_chunks_and_
         follows_documents = False  # as stick-breaking: a query's weights read keys it does not see
 
     for spans in ({"window": 4}, {"chunk": 4}, {"sinks": True}):
-        with pytest.raises(ValueError, match=f"{next(iter(spans))}=.*Leftover's weights read keys a query does not see"):
+        with pytest.raises(
+            ValueError, match=f"{next(iter(spans))}=.*Leftover's weights read keys a query does not see"
+        ):
             MultiHeadAttention(16, 2, encoding=Leftover(), **spans)

@@ -21,7 +21,16 @@ def _loop(q, k, v, sinks, **kwargs):
     b, h = q.shape[:2]
     return torch.tensor(
         [
-            [loop_attend(q[n, m].tolist(), k[n, m].tolist(), v[n, m].tolist(), sink=float(sinks[m].detach()), **kwargs) for m in range(h)]
+            [
+                loop_attend(
+                    q[n, m].tolist(),
+                    k[n, m].tolist(),
+                    v[n, m].tolist(),
+                    sink=float(sinks[m].detach()),
+                    **kwargs,
+                )
+                for m in range(h)
+            ]
             for n in range(b)
         ],
         dtype=torch.float64,
@@ -34,7 +43,9 @@ def test_sinks_match_the_loop_on_every_backend(backend, spans):
     attention = _layer(backend, **spans)
     g = torch.Generator().manual_seed(1)
     q, k, v = torch.randn(3, 2, 2, 9, 8, generator=g, dtype=torch.float64)
-    expected = _loop(q, k, v, attention.sinks, scale=8**-0.5, window=spans.get("window"), chunk=spans.get("chunk"))
+    expected = _loop(
+        q, k, v, attention.sinks, scale=8**-0.5, window=spans.get("window"), chunk=spans.get("chunk")
+    )
     torch.testing.assert_close(attention.attend(q, k, v, None, None), expected, atol=1e-12, rtol=1e-12)
 
 
@@ -51,7 +62,9 @@ def test_flash_path_with_sinks_passes_gradcheck(masked):
     sinks = torch.randn(2, generator=g, dtype=torch.float64).requires_grad_()
     band = torch.ones(4, 4, dtype=torch.bool).tril() & ~torch.ones(4, 4, dtype=torch.bool).tril(-2)
     kwargs = {"attn_mask": band} if masked else {"is_causal": True}
-    assert torch.autograd.gradcheck(lambda q, k, v, s: sink_attention(q, k, v, s, scale=0.5, **kwargs), (q, k, v, sinks))
+    assert torch.autograd.gradcheck(
+        lambda q, k, v, s: sink_attention(q, k, v, s, scale=0.5, **kwargs), (q, k, v, sinks)
+    )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -87,8 +100,14 @@ def test_a_model_with_sinks_decodes_with_a_kv_cache_to_its_full_forward(backend)
     from posenc.stacks import layer
 
     torch.manual_seed(0)
-    model = TransformerLM(40, d_model=16, n_heads=2, n_layers=1, layers=layer("rope", sinks=[1.0, -0.5]), backend=backend).double()
+    model = TransformerLM(
+        40, d_model=16, n_heads=2, n_layers=1, layers=layer("rope", sinks=[1.0, -0.5]), backend=backend
+    ).double()
     tokens = torch.randint(0, 40, (2, 9))
     caches = model.new_caches()
-    steps = torch.cat([model(tokens[:, :3], caches=caches)] + [model(tokens[:, t : t + 1], caches=caches) for t in range(3, 9)], 1)
+    steps = torch.cat(
+        [model(tokens[:, :3], caches=caches)]
+        + [model(tokens[:, t : t + 1], caches=caches) for t in range(3, 9)],
+        1,
+    )
     torch.testing.assert_close(steps, model(tokens), atol=1e-12, rtol=1e-12)

@@ -19,7 +19,9 @@ GEMMA = pattern(
     L=layer("rope", base=1e4, window=4),
     G=layer("rope", base=1e6, scaling="linear", scaling_args={"factor": 8.0}),
 )
-NOPE_EVERY_4 = pattern("RRRN", R=layer("rope", chunk=8), N=layer("nope", temperature=Llama4Temperature(floor_scale=8)))
+NOPE_EVERY_4 = pattern(
+    "RRRN", R=layer("rope", chunk=8), N=layer("nope", temperature=Llama4Temperature(floor_scale=8))
+)
 COMMAND_A = pattern("SSSG", S=layer("rope", window=4), G=layer("nope"))
 #: Shorter stacks of the same layers, for the tests that run every backend.
 SHORT = {
@@ -31,7 +33,9 @@ SHORT = {
 
 def _model(layers, n_layers, backend="sdpa", **kwargs):
     torch.manual_seed(0)
-    return TransformerLM(40, d_model=32, n_heads=4, n_layers=n_layers, layers=layers, backend=backend, **kwargs).double()
+    return TransformerLM(
+        40, d_model=32, n_heads=4, n_layers=n_layers, layers=layers, backend=backend, **kwargs
+    ).double()
 
 
 def test_gemma_pattern_builds_local_and_global_layers_with_their_bases():
@@ -50,9 +54,9 @@ def test_nope_every_fourth_layer_and_command_a_put_each_layer_where_the_pattern_
     assert [block.attention.chunk for block in model.blocks][:4] == [8, 8, 8, None]
     assert model.blocks[3].attention.temperature == Llama4Temperature(floor_scale=8)
     model = _model(COMMAND_A, 4)
-    assert [(e.kind, b.attention.window) for e, b in zip(model.layer_encodings, model.blocks, strict=True)] == [
-        ("rotary", 4), ("rotary", 4), ("rotary", 4), ("none", None)
-    ]
+    assert [
+        (e.kind, b.attention.window) for e, b in zip(model.layer_encodings, model.blocks, strict=True)
+    ] == [("rotary", 4), ("rotary", 4), ("rotary", 4), ("none", None)]
 
 
 def test_one_encoding_per_layer_as_a_list():
@@ -81,7 +85,11 @@ def test_a_stack_agrees_on_every_backend_and_decodes_with_caches_to_its_full_for
         torch.testing.assert_close(outputs[backend], outputs["eager"], atol=1e-12, rtol=1e-12)
     model = _model(layers, n_layers)
     caches = model.new_caches()
-    steps = torch.cat([model(tokens[:, :4], caches=caches)] + [model(tokens[:, t : t + 1], caches=caches) for t in range(4, 11)], 1)
+    steps = torch.cat(
+        [model(tokens[:, :4], caches=caches)]
+        + [model(tokens[:, t : t + 1], caches=caches) for t in range(4, 11)],
+        1,
+    )
     torch.testing.assert_close(steps, outputs["eager"], atol=1e-12, rtol=1e-12)
 
 
@@ -115,5 +123,7 @@ def test_bad_patterns_and_layers_are_refused_naming_the_value():
         _model(layer("rope", sinks=[0.0, 1.0]), 2)
     with pytest.raises(ValueError, match="in encoding=\\[...\\] or in layers=, not both"):
         _model(layer(window=2), 2, encoding=["rope", "nope"])
-    with pytest.raises(ValueError, match="encoding arguments \\['base'\\] apply to an encoding given by name"):
+    with pytest.raises(
+        ValueError, match="encoding arguments \\['base'\\] apply to an encoding given by name"
+    ):
         LayerSpec(build("nope"), {"base": 10.0})

@@ -21,7 +21,10 @@ SCHEDULES = [
     (Llama4Temperature(), lambda p: llama4_factor(p, 8192, 0.1)),
     (Llama4Temperature(floor_scale=8, attn_scale=0.5), lambda p: llama4_factor(p, 8, 0.5)),
     (Ministral3Temperature(), lambda p: ministral3_factor(p, 0.1, 16384)),
-    (Ministral3Temperature(llama_4_scaling_beta=0.3, original_max_position_embeddings=8), lambda p: ministral3_factor(p, 0.3, 8)),
+    (
+        Ministral3Temperature(llama_4_scaling_beta=0.3, original_max_position_embeddings=8),
+        lambda p: ministral3_factor(p, 0.3, 8),
+    ),
     (ScalableSoftmax(s=0.5), lambda p: ssmax_factor(p, 0.5)),
 ]
 
@@ -30,7 +33,9 @@ SCHEDULES = [
 def test_schedule_is_its_formula_and_its_threshold_the_first_position_it_moves(schedule, formula):
     factors = schedule(torch.tensor(POSITIONS))
     assert factors.dtype == torch.float64
-    torch.testing.assert_close(factors, torch.tensor([formula(p) for p in POSITIONS], dtype=torch.float64), rtol=1e-15, atol=0)
+    torch.testing.assert_close(
+        factors, torch.tensor([formula(p) for p in POSITIONS], dtype=torch.float64), rtol=1e-15, atol=0
+    )
     t = schedule.threshold
     assert formula(t) != formula(0) and all(formula(p) == formula(0) for p in range(max(0, t - 3), t))
 
@@ -53,7 +58,14 @@ def test_the_layer_multiplies_each_query_by_its_factor(backend):
     out = layer_.attend(q, k, v, positions, positions)
     factors = [llama4_factor(p, 4, 0.7) for p in range(20, 29)]
     expected = torch.tensor(
-        [[loop_attend(q[0, m].tolist(), k[0, m].tolist(), v[0, m].tolist(), scale=8**-0.5, factors=factors) for m in range(2)]],
+        [
+            [
+                loop_attend(
+                    q[0, m].tolist(), k[0, m].tolist(), v[0, m].tolist(), scale=8**-0.5, factors=factors
+                )
+                for m in range(2)
+            ]
+        ],
         dtype=torch.float64,
     )
     torch.testing.assert_close(out, expected, atol=1e-12, rtol=1e-12)
@@ -69,7 +81,9 @@ def test_temperature_errors_name_the_value():
     with pytest.raises(TypeError, match="temperature must be a QueryTemperature"):
         MultiHeadAttention(16, 2, temperature=0.5)
     layer_ = MultiHeadAttention(16, 2, temperature=Llama4Temperature())
-    with pytest.raises(ValueError, match="temperature=Llama4Temperature.* reads each token's place in the text"):
+    with pytest.raises(
+        ValueError, match="temperature=Llama4Temperature.* reads each token's place in the text"
+    ):
         layer_(torch.randn(1, 2, 16), cache=KVCache(sinks=1, window=4))
 
 
@@ -115,7 +129,10 @@ def test_only_kinds_whose_scores_are_linear_in_the_query_accept_a_temperature_by
         kind = "bias"
         contextual_positions = True
 
-    assert build("rope", d_head=8).accepts_query_temperature and build("alibi", n_heads=2).accepts_query_temperature
+    assert (
+        build("rope", d_head=8).accepts_query_temperature
+        and build("alibi", n_heads=2).accepts_query_temperature
+    )
     assert not Unknown().accepts_query_temperature and not Counted().accepts_query_temperature
     with pytest.raises(ValueError, match="Unknown does not accept"):
         MultiHeadAttention(16, 2, encoding=Unknown(), temperature=ScalableSoftmax())

@@ -75,7 +75,12 @@ def _compiled_flex():
 
 @functools.lru_cache(maxsize=64)
 def _causal_block_mask(
-    q_len: int, k_len: int, device: str, causal: bool = True, window: int | None = None, chunk: int | None = None
+    q_len: int,
+    k_len: int,
+    device: str,
+    causal: bool = True,
+    window: int | None = None,
+    chunk: int | None = None,
 ):
     from torch.nn.attention.flex_attention import create_block_mask
 
@@ -236,7 +241,9 @@ class MultiHeadAttention(nn.Module):
             k, v, k_positions = cache.keys, cache.values, cache.positions
             k, k_content = _parted(k, self.d_head, content)
             q, k = self.encoding.rotate(q, k, positions, k_positions)
-        out = self._attend_at(q, k, v, positions, k_positions, documents, (content, k_content))  # [b, h, s, d]
+        out = self._attend_at(
+            q, k, v, positions, k_positions, documents, (content, k_content)
+        )  # [b, h, s, d]
         out = _plus(out, self.encoding.output_terms(q, k, v, positions, k_positions))
         return self.out_proj(out.transpose(1, 2).reshape(b, s, self.n_heads * self.d_head))
 
@@ -488,7 +495,13 @@ class MultiHeadAttention(nn.Module):
         """Which keys each query sees (causality, the window, the chunk, documents: :mod:`posenc.masks`):
         ``[i, j]``, ``[(b, 1,) i, j]`` with documents, or None."""
         return attention_mask(
-            q_len, k_len, device, causal=self.causal, window=self.window, chunk=self.chunk, documents=documents
+            q_len,
+            k_len,
+            device,
+            causal=self.causal,
+            window=self.window,
+            chunk=self.chunk,
+            documents=documents,
         )
 
     def _eager(self, q, k, v, bias, mask, q_positions=None, k_positions=None) -> torch.Tensor:
@@ -500,7 +513,9 @@ class MultiHeadAttention(nn.Module):
             scores = scores + bias.to(dtype)
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
-        weights = scores.softmax(dim=-1) if self.sinks is None else sink_weights(scores, self.sinks)  # [b, h, i, j]
+        weights = (
+            scores.softmax(dim=-1) if self.sinks is None else sink_weights(scores, self.sinks)
+        )  # [b, h, i, j]
         out = weights @ v.to(dtype)  # [b, h, i, d]
         if self.encoding.reads_attention_weights:
             out = out + self.encoding.value_terms(weights, q_positions, k_positions).to(dtype)
@@ -517,7 +532,9 @@ class MultiHeadAttention(nn.Module):
     def _flex(self, q, k, v, score_mod, terms, documents: torch.Tensor | None) -> torch.Tensor:
         if terms is not None:
             score_mod = _with_terms(score_mod, terms)
-        if q.device.type == "cpu" or self.sinks is not None:  # never the compiled CPU kernel: see the module docstring
+        if (
+            q.device.type == "cpu" or self.sinks is not None
+        ):  # never the compiled CPU kernel: see the module docstring
             return self._score_mod_reference(
                 q, k, v, score_mod, self._mask(q.shape[2], k.shape[2], q.device, documents)
             )

@@ -70,7 +70,7 @@ def _stack_encodings(
         else:
             key = id(spec)
 
-            def make(spec=spec):
+            def make(spec=spec, index=index):
                 if isinstance(spec.encoding, PositionalEncoding):
                     return spec.encoding
                 name = spec.encoding if spec.encoding is not None else base_name
@@ -180,7 +180,9 @@ class TransformerLM(nn.Module):
         share = check_bool("share_encoding", share_encoding)
 
         def arguments(name: str) -> dict:
-            return default_encoding_arguments(name, d_model=d_model, n_heads=n_heads, max_len=max_len, causal=causal)
+            return default_encoding_arguments(
+                name, d_model=d_model, n_heads=n_heads, max_len=max_len, causal=causal
+            )
 
         specs = layer_specs(layers, n_layers)
         base_name = encoding if isinstance(encoding, str) else None
@@ -273,7 +275,7 @@ class TransformerLM(nn.Module):
                 for block in self.blocks
             ]
         elif isinstance(window, str):
-            raise ValueError(f"window must be a number of tokens, \"layers\" or None, got {window!r}")
+            raise ValueError(f'window must be a number of tokens, "layers" or None, got {window!r}')
         else:
             caches = [KVCache(capacity, sinks=sinks, window=window) for _ in self.blocks]
         self._check_caches(caches)

@@ -107,7 +107,9 @@ class _SinkFlash(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, sinks, scale, is_causal, attn_mask):
-        out, lse = _flash(q, k, v, 0.0, is_causal, attn_mask=attn_mask, scale=scale)  # [b, h, i, d], [b, h, i]
+        out, lse = _flash(
+            q, k, v, 0.0, is_causal, attn_mask=attn_mask, scale=scale
+        )  # [b, h, i, d], [b, h, i]
         kept = torch.sigmoid(lse - sinks.to(lse.dtype).view(1, -1, 1))  # [b, h, i]: weight left on the keys
         final = out * kept.unsqueeze(-1).to(out.dtype)  # [b, h, i, d]
         ctx.save_for_backward(q, k, v, attn_mask, final, lse, kept)

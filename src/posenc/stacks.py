@@ -62,7 +62,12 @@ class LayerSpec:
 
     def attention_arguments(self) -> dict:
         """The keyword arguments of :class:`posenc.attention.MultiHeadAttention` this layer sets."""
-        return {"window": self.window, "chunk": self.chunk, "sinks": self.sinks, "temperature": self.temperature}
+        return {
+            "window": self.window,
+            "chunk": self.chunk,
+            "sinks": self.sinks,
+            "temperature": self.temperature,
+        }
 
     def __repr__(self) -> str:
         parts = [repr(self.encoding)] if self.encoding is not None else []
@@ -155,7 +160,9 @@ def layer_specs(layers: object, n_layers: int) -> list[LayerSpec] | None:
         if len(layers) != n_layers:
             raise ValueError(f"layers gives {len(layers)} layers for n_layers={n_layers}: give one per layer")
         return [_as_spec(item, index) for index, item in enumerate(layers)]
-    raise TypeError(f"layers must be a LayerSpec, a pattern or a list of one per layer, got {type(layers).__name__}")
+    raise TypeError(
+        f"layers must be a LayerSpec, a pattern or a list of one per layer, got {type(layers).__name__}"
+    )
 
 
 def _as_spec(item: object, index: int) -> LayerSpec:

@@ -31,11 +31,30 @@ def test_a_row_that_differs_from_the_eager_layer_is_refused_before_timing(tiny, 
 def test_the_memory_of_a_training_step_is_measured_in_a_subprocess():
     from posenc.bench.memory import measure
 
-    result = measure("posenc.bench.stacks:memory_call", {"case": "window", "seq_len": 64, "window": 16, "chunk": 16})
+    result = measure(
+        "posenc.bench.stacks:memory_call", {"case": "window", "seq_len": 64, "window": 16, "chunk": 16}
+    )
     assert result.get("peak_extra_mib", -1) >= 0, result
 
 
 def test_the_command_prints_its_table(tiny, capsys):
-    assert main(["bench", "stacks", "--seq-lens", "16", "--rounds", "1", "--window", "4", "--chunk", "4", "--no-memory"]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "stacks",
+                "--seq-lens",
+                "16",
+                "--rounds",
+                "1",
+                "--window",
+                "4",
+                "--chunk",
+                "4",
+                "--no-memory",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "× unbiased" in printed and "temperature" in printed

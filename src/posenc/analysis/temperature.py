@@ -25,7 +25,11 @@ NAME = "temperature_shift"
 
 
 def tempered_logits(
-    encoding: PositionalEncoding, temperature: QueryTemperature | None, positions: torch.Tensor, *, seed: int = 0
+    encoding: PositionalEncoding,
+    temperature: QueryTemperature | None,
+    positions: torch.Tensor,
+    *,
+    seed: int = 0,
 ) -> torch.Tensor:
     """Logits ``[h, s, s]`` of one layer over random tokens in float64, the queries times f(position) after
     the encoding's rotation, as attention applies a temperature: ``f(p_i)·q_i·k_j/√d + bias + terms``.
@@ -88,7 +92,11 @@ def temperature_shift(
     moved = _worst(_change(encoding, temperature, positions, s) for s in past)
     if not below:
         return Property(
-            NAME, moved, "—", None, f"{temperature!r} moves the logits from the first positions: a shift changes them by {moved:.3g}"
+            NAME,
+            moved,
+            "—",
+            None,
+            f"{temperature!r} moves the logits from the first positions: a shift changes them by {moved:.3g}",
         )
     kept = _worst(_change(encoding, temperature, positions, s) for s in below)
     holds = kept <= IDENTITY_TOLERANCE

@@ -116,7 +116,9 @@ def run(
     steady_malloc()
     rows = []
     for seq_len in seq_lens:
-        errors = {case: check(case, seq_len, window=window, chunk=chunk) for case in cases if case != BASELINE}
+        errors = {
+            case: check(case, seq_len, window=window, chunk=chunk) for case in cases if case != BASELINE
+        }
         bad = {case: error for case, error in errors.items() if not error <= TOLERANCE}
         if bad:
             raise RuntimeError(f"at s={seq_len} the sdpa layer differs from the eager one: {bad}")

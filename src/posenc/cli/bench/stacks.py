@@ -18,8 +18,12 @@ def configure(subparsers) -> None:
         help="one layer's forward + backward with a sliding window, chunks, learned sinks or a query "
         "temperature, against unbiased SDPA, and its memory",
     )
-    parser.add_argument("--seq-lens", type=some_lengths, default=None, help="sequence lengths (default 512,2048)")
-    parser.add_argument("--window", type=positive_int, default=None, help="sliding window in tokens (default 128)")
+    parser.add_argument(
+        "--seq-lens", type=some_lengths, default=None, help="sequence lengths (default 512,2048)"
+    )
+    parser.add_argument(
+        "--window", type=positive_int, default=None, help="sliding window in tokens (default 128)"
+    )
     parser.add_argument("--chunk", type=positive_int, default=None, help="chunk in tokens (default 128)")
     parser.add_argument(
         "--no-memory", action="store_true", help="leave out the memory measurement (subprocesses)"
