@@ -158,8 +158,8 @@ def windowed_sdpa(q, k, v, window: int, *, scale: float, sinks: torch.Tensor | N
     r = torch.arange(window, device=q.device)[:, None]
     c = torch.arange(2 * window, device=q.device)[None, :]
     band = (c > r) & (c <= r + window)  # [W, 2W]
-    if sinks is None:
+    if sinks is None and not (rows.requires_grad or keys.requires_grad or values.requires_grad):
         rest = F.scaled_dot_product_attention(rows, keys, values, attn_mask=band, scale=scale, enable_gqa=gqa)
-    else:
+    else:  # for gradients with a mask, SDPA on CPU takes its math backend: the flash kernel's instead
         rest = sink_attention(rows, *_expanded(rows, keys, values), sinks, scale=scale, attn_mask=band)
     return torch.cat([first, _unblocks(rest, b)], dim=2)[:, :, :s]

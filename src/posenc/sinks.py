@@ -69,7 +69,7 @@ def sink_attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
-    sinks: torch.Tensor,
+    sinks: torch.Tensor | None,
     *,
     scale: float,
     is_causal: bool = False,
@@ -77,7 +77,9 @@ def sink_attention(
 ) -> torch.Tensor:
     """softmax([q·kᵀ·scale + mask, sink])·v with the sink's column dropped, ``[b, h, i, d]``.
 
-    q ``[b, h, i, d]``; k, v ``[b, h, j, d]`` (grouped heads already repeated); sinks ``[h]``;
+    q ``[b, h, i, d]``; k, v ``[b, h, j, d]`` (grouped heads already repeated); sinks ``[h]``, or None
+    for none (a masked flash call with the kernel's own backward, where SDPA on CPU takes its math
+    backend for a mask when q, k or v need gradients);
     ``is_causal`` as SDPA's (query r sees keys ≤ r); ``attn_mask`` bool (True: visible) or float,
     broadcastable to ``[b, h, i, j]``.
     """
@@ -99,7 +101,8 @@ def sink_attention(
         scores = scores.masked_fill(~causal, float("-inf"))
     if attn_mask is not None:
         scores = scores + attn_mask.to(dtype)
-    return (sink_weights(scores, sinks) @ v.to(dtype)).to(q.dtype)
+    weights = scores.softmax(dim=-1) if sinks is None else sink_weights(scores, sinks)
+    return (weights @ v.to(dtype)).to(q.dtype)
 
 
 class _SinkFlash(torch.autograd.Function):
@@ -110,6 +113,10 @@ class _SinkFlash(torch.autograd.Function):
         out, lse = _flash(
             q, k, v, 0.0, is_causal, attn_mask=attn_mask, scale=scale
         )  # [b, h, i, d], [b, h, i]
+        if sinks is None:  # the kernel's output as it is, and its own backward
+            ctx.save_for_backward(q, k, v, attn_mask, out, lse, None)
+            ctx.scale, ctx.is_causal = scale, is_causal
+            return out
         kept = torch.sigmoid(lse - sinks.to(lse.dtype).view(1, -1, 1))  # [b, h, i]: weight left on the keys
         final = out * kept.unsqueeze(-1).to(out.dtype)  # [b, h, i, d]
         ctx.save_for_backward(q, k, v, attn_mask, final, lse, kept)
@@ -120,6 +127,11 @@ class _SinkFlash(torch.autograd.Function):
     def backward(ctx, grad):
         q, k, v, attn_mask, final, lse, kept = ctx.saved_tensors
         grad = grad.contiguous()
+        if kept is None:
+            gq, gk, gv = _flash_backward(
+                grad, q, k, v, final, lse, 0.0, ctx.is_causal, attn_mask=attn_mask, scale=ctx.scale
+            )
+            return gq, gk, gv, None, None, None, None
         grad_out = grad * kept.unsqueeze(-1).to(grad.dtype)  # [b, h, i, d]
         gq, gk, gv = _flash_backward(
             grad_out, q, k, v, final, lse, 0.0, ctx.is_causal, attn_mask=attn_mask, scale=ctx.scale
