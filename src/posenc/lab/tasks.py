@@ -9,7 +9,9 @@ evaluated length records and its ``family``: the report shows the tasks of one f
 task of it that the preset does not set up by name.
 
 posenc's own tasks: ``lm`` (:mod:`posenc.lab.language_modelling`), the algorithmic tasks
-(:mod:`posenc.lab.algorithmic`) and ``grid`` (:mod:`posenc.lab.grid`). A plugin module calling
+(:mod:`posenc.lab.algorithmic`), the addition layouts (``addition_padded``, ``addition_hints``,
+``addition_abacus``, ``addition_coupled``: :mod:`posenc.lab.addition_layout` and a file each) and
+``grid`` (:mod:`posenc.lab.grid`). A plugin module calling
 :func:`register_task`, or an entry point of the group ``posenc.tasks`` naming a task, adds one that
 every lab command knows.
 """
