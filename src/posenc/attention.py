@@ -19,7 +19,9 @@ Backends, all computing softmax(q·kᵀ·scale + bias + terms + mask)·v, where 
   a KV cache, one call per packed document. A bias of the distance alone at consecutive positions on
   CPU: one per-distance table (``posenc.kernels.per_distance``). Any other bias: a float ``attn_mask``
   ``[(b,) h, i, j]``, on CPU for causal or learned biases in query blocks with a backward of its own
-  (``posenc.kernels.blocked``).
+  (``posenc.kernels.blocked``). An encoding that gives its terms per block of queries
+  (``query_block_terms``: Shaw, Transformer-XL, DeBERTa, FIRE, CoPE) runs on CPU a block at a time,
+  never holding them for every pair (``posenc.kernels.query_blocked``).
 - ``"flex"``: compiled ``flex_attention`` with the encoding's ``score_mod`` and a causal block mask,
   so no s×s tensor is built. On CPU, torch 2.13's compiled flex_attention returns wrong values or NaN
   at some lengths and head widths, intermittently, and has no backward; there the same score_mod is
