@@ -137,12 +137,39 @@ def test_a_remap_beyond_its_window_changes_the_logits_and_trains():
     assert remapped.blocks[0].attention.q_proj.weight.grad is not None
 
 
+@pytest.mark.parametrize(
+    "settings",
+    [{"name": "self_extend", "window": 4, "group": 2}, {"name": "rerope", "window": 4}],
+    ids=lambda settings: settings["name"],
+)
+def test_a_float64_model_keeps_float64_through_the_remapped_scores(settings, monkeypatch):
+    # the merged scores were cast with .float(), so a float64 model's softmax ran in float32
+    model = _model().double()
+    remaps.install(model, settings)
+    softmax, seen = remaps.F.softmax, []
+    monkeypatch.setattr(remaps.F, "softmax", lambda x, dim: seen.append(x.dtype) or softmax(x, dim=dim))
+    logits = model(torch.randint(0, 20, (2, 12), generator=torch.Generator().manual_seed(1)))
+    assert logits.dtype == torch.float64 and seen and set(seen) == {torch.float64}
+    positions = torch.arange(12)
+    q, k = torch.randn(2, 1, 2, 12, 16, dtype=torch.float64).unbind(0)
+    encoding = model.blocks[0].attention.encoding
+    scores = remaps.remapped_scores(encoding, remaps.Remap.of(settings), q, k, positions)
+    expected = torch.empty(1, 2, 12, 12, dtype=torch.float64)
+    for i in range(12):
+        for j in range(12):
+            far = remaps.Remap.of(settings).far_positions(positions)
+            at_q, at_k = (positions, positions) if i - j < settings["window"] else far
+            turned_q, turned_k = encoding.rotate(q, k, at_q, at_k)
+            expected[..., i, j] = (turned_q[..., i, :] * turned_k[..., j, :]).sum(-1) * encoding.logit_scale(16)
+    torch.testing.assert_close(scores, expected, rtol=1e-12, atol=1e-12)
+
+
 def test_remaps_refuse_what_they_cannot_serve():
     torch.manual_seed(0)
     alibi = TransformerLM(
         20, d_model=32, n_layers=1, n_heads=2, encoding="alibi", encoding_kwargs={"n_heads": 2}
     )
-    with pytest.raises(ValueError, match="not RoPE"):
+    with pytest.raises(ValueError, match="ALiBi is of kind 'bias'"):
         remaps.install(alibi, {"name": "rerope", "window": 4})
     with pytest.raises(ValueError, match="position_remap must name"):
         Remap.of({"name": "dca"})

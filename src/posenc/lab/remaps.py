@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from posenc._validation import check_positive_int
+from posenc._validation import at_least_float32, check_positive_int
 
 SELF_EXTEND, REROPE, POSE, CONTINUOUS = "self_extend", "rerope", "pose", "continuous"
 #: Every remap, in the report's order; those computed in attention (zero-shot and fine-tuned) and those
@@ -168,16 +168,6 @@ def _expand_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
     return x if x.shape[1] == heads else x.repeat_interleave(heads // x.shape[1], dim=1)
 
 
-def _turned_at(encoding, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """x ``[b, h, s, d]`` turned at float positions ``[s]`` / ``[b, s]`` by the encoding's own frequencies."""
-    from posenc.functional.rope import apply_rope
-
-    angle = positions.to(torch.float64)[..., None] * encoding.inv_freq.to(positions.device)  # [(b,) s, r/2]
-    factor = encoding.attention_factor
-    cos, sin = (torch.cos(angle) * factor).to(x.dtype), (torch.sin(angle) * factor).to(x.dtype)
-    return apply_rope(x, cos, sin, layout=encoding.layout, rotary_dim=encoding.rotary_dim)
-
-
 def remapped_scores(
     encoding, remap: Remap, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor
 ) -> torch.Tensor:
@@ -188,10 +178,9 @@ def remapped_scores(
     module); the other remaps: one computation at their positions.
     """
     scale = encoding.logit_scale(q.shape[-1])
-    if positions.is_floating_point():
-        return (
-            _turned_at(encoding, q, positions) @ _turned_at(encoding, k, positions).transpose(-1, -2) * scale
-        )
+    if positions.is_floating_point():  # the rotation takes float positions as given, angles exact
+        turned_q, turned_k = encoding.rotate(q, k, positions, positions)
+        return turned_q @ turned_k.transpose(-1, -2) * scale
     near_q, near_k = encoding.rotate(q, k, positions, positions)
     near = near_q @ near_k.transpose(-1, -2)  # [b, h, i, j]
     if remap.name not in IN_ATTENTION:
@@ -222,7 +211,7 @@ def _forward_at(layer, remap: Remap, step: _Step, x, positions, cache=None, docu
     v = layer.v_proj(x).view(b, s, layer.n_kv_heads, layer.d_head).transpose(1, 2)  # [b, h_kv, s, d]
     k, v = _expand_heads(k, layer.n_heads), _expand_heads(v, layer.n_heads)
     at = step.positions if step.positions is not None else positions
-    scores = remapped_scores(layer.encoding, remap, q, k, at).float()  # [b, h, s, s]
+    scores = at_least_float32(remapped_scores(layer.encoding, remap, q, k, at))  # [b, h, s, s]
     if layer.causal:
         future = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)  # [i, j]: key after query
         scores = scores.masked_fill(future, -math.inf)
@@ -240,12 +229,13 @@ def install(model, settings: dict) -> _Step | None:
     remap = Remap.of(settings)
     if remap.name == POSE:
         return None
-    encoding = model.encoding
-    probe = torch.arange(2)
-    if not hasattr(encoding, "inv_freq") or encoding.bias(probe, probe) is not None:
-        raise ValueError(
-            f"the {remap.name} remap turns RoPE's queries and keys; {type(encoding).__name__} is not RoPE"
-        )
+    for block in model.blocks:
+        encoding = block.attention.encoding
+        if encoding.kind != "rotary":  # a rotation alone: no bias or score terms for the remap to drop
+            raise ValueError(
+                f"the {remap.name} remap turns the queries and keys of a rotation; {type(encoding).__name__} "
+                f"is of kind {encoding.kind!r}"
+            )
     step = _Step()
     for block in model.blocks:
         block.attention.forward_at = types.MethodType(
