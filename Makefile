@@ -7,7 +7,7 @@ comma := ,
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
-.PHONY: setup test test-timm report lab lab-extension lab-grid lab-gpu lint clean
+.PHONY: setup test test-timm report lab lab-extension lab-grid lab-addition lab-stacks lab-gpu lint clean
 
 setup: $(STAMP)
 
@@ -49,12 +49,28 @@ lab-grid: setup
 		--encodings sinusoidal_2d --embedding-scale sqrt
 	$(BIN)/posenc report --out report
 
+# The addition study (four layouts of the addition task: zero-padded and reversed, index hints, Abacus
+# and coupled positions; trained at L digits, tested to 2L), then the report.
+lab-addition: setup
+	$(BIN)/torchrun --standalone --nproc_per_node=2 -m posenc.lab run --preset addition --parallel spread
+	$(BIN)/posenc report --out report
+
+# The stacks study (RoPE, NoPE, ALiBi, RoPE/NoPE interleaved, windowed RoPE with global NoPE, NoPE with
+# Llama 4's temperature, FoX at equal steps), then the report.
+lab-stacks: setup
+	$(BIN)/torchrun --standalone --nproc_per_node=2 -m posenc.lab run --preset stacks --parallel spread
+	$(BIN)/posenc report --out report
+
 # The gpu preset on one GPU, shared by GPU_PROCESSES runs at a time (docs/LAB.md records 15 processes on
 # an H200; one run alone leaves the GPU idle between its small kernels), then the report.
 GPU_PROCESSES ?= 15
 lab-gpu: setup
 	OMP_NUM_THREADS=1 $(BIN)/torchrun --standalone --nproc_per_node=$(GPU_PROCESSES) -m posenc.lab run \
 		--preset gpu --parallel spread --device cuda
+	OMP_NUM_THREADS=1 $(BIN)/torchrun --standalone --nproc_per_node=$(GPU_PROCESSES) -m posenc.lab run \
+		--preset gpu-addition --parallel spread --device cuda
+	OMP_NUM_THREADS=1 $(BIN)/torchrun --standalone --nproc_per_node=$(GPU_PROCESSES) -m posenc.lab run \
+		--preset gpu-extension --parallel spread --device cuda
 	$(BIN)/posenc report --out report
 
 lint: setup
