@@ -23,6 +23,7 @@ RECORDED = [
     ("cpu-summation-records.sqlite", "cpu"),  # the cpu preset's summation (trained on 1 … 8 symbols)
     ("gpu-records.sqlite", "gpu"),  # `make lab-gpu` on one H200, stopped by the time limit
     ("extension-records.sqlite", "extension"),  # `make lab-extension`
+    ("stacks-records.sqlite", "stacks"),  # the stacks study: lm, 3 seeds; copy, seed 0
 ]
 #: (records file, preset, runs done, runs with another lr or warm-up than the preset's) of the presets
 #: planned one (task, encoding, seed) at a time
@@ -33,6 +34,7 @@ SWEEPS = [
     ("cpu-records.sqlite", "grid", 21, 0),  # 18 runs and 3 scaled 2-D sin-cos runs
     ("cpu-summation-records.sqlite", "cpu", 15, 0),  # the five encodings, 3 seeds
     ("gpu-records.sqlite", "gpu", 60, 0),  # 60 of 75: summation (on 1 … 8 symbols) not run
+    ("stacks-records.sqlite", "stacks", 24, 0),  # lm: 7 × 3 seeds; copy: rope, rnope_swa, fox, seed 0
 ]
 
 
