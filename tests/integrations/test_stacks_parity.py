@@ -1,6 +1,7 @@
 """posenc's per-layer pieces against transformers' layers, weights copied: GPT-OSS's learned sinks in its
-sliding-window and full layers, Llama 4's temperature on a NoPE layer and its chunked attention, and
-Ministral 3's query scaling. Skipped where transformers is not installed."""
+sliding-window and full layers, Llama 4's temperature on a NoPE layer and its chunked attention, SmolLM3's
+NoPE and RoPE layers and its NoPE-every-n-th-layer stack, and Ministral 3's query scaling (outputs and
+gradients for the last two). Skipped where transformers is not installed."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch
 from posenc import build
 from posenc.attention import MultiHeadAttention
 from posenc.masks import attention_mask
-from posenc.temperature import Llama4Temperature
+from posenc.temperature import Llama4Temperature, Ministral3Temperature
 
 transformers = pytest.importorskip("transformers", reason="peer oracle: install the 'peers' extra")
 
@@ -160,3 +161,143 @@ def test_gemma3_local_and_global_layers_rotate_as_its_rotary_embedding_per_layer
         assert block.attention.window == (
             config.sliding_window if layer_type == "sliding_attention" else None
         )
+
+
+def _output_and_gradients(module, x: torch.Tensor, run, cotangent: torch.Tensor) -> list[torch.Tensor]:
+    """The output of ``run(module, x)`` and the gradients of ⟨output, cotangent⟩ with respect to x and to
+    the q/k/v/o weights (read in that order, whichever module names its output projection)."""
+    x = x.detach().clone().requires_grad_(True)
+    out = run(module, x)
+    weights = [module.q_proj.weight, module.k_proj.weight, module.v_proj.weight]
+    weights.append(module.o_proj.weight if hasattr(module, "o_proj") else module.out_proj.weight)
+    grads = torch.autograd.grad((out * cotangent).sum(), [x, *weights])
+    return [out.detach(), *grads]
+
+
+def _assert_close_to_float32_rounding(got: list[torch.Tensor], expected: list[torch.Tensor]) -> None:
+    """Output and gradients (as :func:`_output_and_gradients` lists them) within float32 rounding: transformers'
+    eager layers take the softmax in float32 (and their rotary angles too), so each differs from float64 by
+    about one float32 ulp of its scale (measured: under 1e-7 × the tensor's largest entry); allowed 1e-6 ×."""
+    for name, mine, reference in zip(("output", "x", "q", "k", "v", "o"), got, expected, strict=True):
+        scale = reference.abs().max().item()
+        torch.testing.assert_close(
+            mine, reference, atol=1e-6 * scale, rtol=1e-5, msg=lambda m, n=name: f"{n}: {m}"
+        )
+
+
+def _smollm3_config(**kwargs):
+    from transformers.models.smollm3.configuration_smollm3 import SmolLM3Config
+
+    config = SmolLM3Config(
+        hidden_size=HIDDEN,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        attention_dropout=0.0,
+        **kwargs,
+    )
+    config._attn_implementation = "eager"
+    return config
+
+
+@pytest.mark.parametrize("layer_idx", [3, 2])  # no_rope_layers[3] = 0 (NoPE), no_rope_layers[2] = 1 (RoPE)
+def test_smollm3_nope_and_rope_layers_match_its_attention_with_gradients(layer_idx):
+    from transformers.models.smollm3.modeling_smollm3 import SmolLM3Attention, SmolLM3RotaryEmbedding
+
+    config = _smollm3_config(num_hidden_layers=4, no_rope_layer_interval=4)
+    assert config.no_rope_layers == [1, 1, 1, 0]
+    torch.manual_seed(0)
+    theirs = SmolLM3Attention(config, layer_idx=layer_idx).double().eval()
+    assert theirs.use_rope == (layer_idx != 3)
+    encoding = (
+        build("rope", d_head=HEAD_DIM, base=10000.0, layout="half") if theirs.use_rope else build("nope")
+    )
+    ours = load_attention(
+        MultiHeadAttention(HIDDEN, HEADS, n_kv_heads=KV_HEADS, encoding=encoding).double(), theirs
+    )
+    x = torch.randn(2, SEQ, HIDDEN, dtype=torch.float64)
+    cotangent = torch.randn(2, SEQ, HIDDEN, dtype=torch.float64)
+    cos_sin = SmolLM3RotaryEmbedding(config).double()(x, torch.arange(SEQ)[None])
+    mask = _float_mask(attention_mask(SEQ, SEQ, "cpu", causal=True))
+    expected = _output_and_gradients(
+        theirs, x, lambda m, h: m(h, position_embeddings=cos_sin, attention_mask=mask)[0], cotangent
+    )
+    got = _output_and_gradients(ours, x, lambda m, h: m(h), cotangent)
+    _assert_close_to_float32_rounding(got, expected)
+    # the layer's choice matters at these positions: the other encoding gives another layer
+    other = build("nope") if theirs.use_rope else build("rope", d_head=HEAD_DIM, base=10000.0, layout="half")
+    swapped = load_attention(
+        MultiHeadAttention(HIDDEN, HEADS, n_kv_heads=KV_HEADS, encoding=other).double(), theirs
+    )
+    assert (swapped(x) - expected[0]).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("interval", [4, 3])
+def test_smollm3_pattern_gives_its_rope_or_nope_per_layer(interval):
+    from posenc.model import TransformerLM
+    from posenc.stacks import layer, pattern
+
+    config = _smollm3_config(num_hidden_layers=4 * interval, no_rope_layer_interval=interval)
+    model = TransformerLM(
+        64,
+        d_model=HIDDEN,
+        n_heads=HEADS,
+        n_kv_heads=KV_HEADS,
+        n_layers=config.num_hidden_layers,
+        layers=pattern("R" * (interval - 1) + "N", R=layer("rope"), N=layer("nope")),
+    )
+    uses_rope = [int(encoding.kind == "rotary") for encoding in model.layer_encodings]
+    assert {encoding.kind for encoding in model.layer_encodings} == {"rotary", "none"}
+    assert uses_rope == config.no_rope_layers  # transformers' 1: RoPE, 0: NoPE
+
+
+def test_ministral3_query_scaling_past_its_threshold_matches_its_attention_with_gradients():
+    from transformers.models.ministral3.configuration_ministral3 import Ministral3Config
+    from transformers.models.ministral3.modeling_ministral3 import (
+        Ministral3Attention,
+        Ministral3RotaryEmbedding,
+    )
+
+    beta, threshold = 0.5, 4  # positions 3 … 13: ⌊p / 4⌋ runs 0 … 3, the factor 1 … 1 + 0.5·log 4
+    config = Ministral3Config(
+        hidden_size=HIDDEN,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        head_dim=HEAD_DIM,
+        num_hidden_layers=1,
+        rope_parameters={
+            "rope_type": "default",
+            "rope_theta": 10000.0,
+            "llama_4_scaling_beta": beta,
+            # read by the scaling alone (transformers warns the default RoPE does not use it)
+            "original_max_position_embeddings": threshold,
+        },
+        attention_dropout=0.0,
+    )
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    theirs = Ministral3Attention(config, layer_idx=0).double().eval()
+    schedule = Ministral3Temperature(llama_4_scaling_beta=beta, original_max_position_embeddings=threshold)
+    rope = build("rope", d_head=HEAD_DIM, base=10000.0, layout="half")
+    ours = load_attention(
+        MultiHeadAttention(HIDDEN, HEADS, n_kv_heads=KV_HEADS, encoding=rope, temperature=schedule).double(),
+        theirs,
+    )
+    positions = torch.arange(3, 3 + SEQ)
+    x = torch.randn(2, SEQ, HIDDEN, dtype=torch.float64)
+    cotangent = torch.randn(2, SEQ, HIDDEN, dtype=torch.float64)
+    cos_sin = Ministral3RotaryEmbedding(config).double()(x, positions[None])
+    mask = _float_mask(attention_mask(SEQ, SEQ, "cpu", causal=True))
+    expected = _output_and_gradients(
+        theirs,
+        x,
+        lambda m, h: m(h, position_embeddings=cos_sin, attention_mask=mask, position_ids=positions[None])[0],
+        cotangent,
+    )
+    got = _output_and_gradients(ours, x, lambda m, h: m(h, positions=positions), cotangent)
+    _assert_close_to_float32_rounding(got, expected)
+    # the factor moves within these positions: the same layer without it is another layer
+    untempered = load_attention(
+        MultiHeadAttention(HIDDEN, HEADS, n_kv_heads=KV_HEADS, encoding=rope).double(), theirs
+    )
+    assert (untempered(x, positions=positions) - expected[0]).abs().max() > 1e-3
