@@ -113,9 +113,9 @@ def test_packed_documents_run_one_sdpa_call_per_document_with_no_mask(causal, sh
 
 
 def test_many_packed_documents_fall_back_to_one_masked_call(sdpa_calls, monkeypatch):
-    import posenc.attention
+    import posenc.packing
 
-    monkeypatch.setattr(posenc.attention, "MAX_DOCUMENT_CALLS", 2)
+    monkeypatch.setattr(posenc.packing, "MAX_DOCUMENT_CALLS", 2)
     layer = _layer("nope")
     documents = torch.tensor([0, 0, 1, 1, 1, 2])
     x = torch.randn(1, 6, D_MODEL)

@@ -44,22 +44,22 @@ i / j query / key positions.
 from __future__ import annotations
 
 import functools
-import itertools
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc._validation import check_bool, check_positive_int, row_shapes, same_shape
+from posenc._validation import check_bool, check_positive_int
 from posenc.backends import ATTENTION, check_backend
 from posenc.encodings import PositionalEncoding, build
-from posenc.encodings.base import query_key_positions, resolve_positions
+from posenc.encodings.base import query_key_positions
 from posenc.encodings.views import view
 from posenc.kernels.blocked import biased_attention, differentiable
 from posenc.kernels.per_distance import per_distance_attention
 from posenc.kernels.query_blocked import query_blocked_attention
 from posenc.kv_cache import KVCache
 from posenc.masks import attention_mask, causal_sdpa, check_span, chunked_sdpa, visible, windowed_sdpa
+from posenc.packing import continued_positions, document_ids, document_segments
 from posenc.sinks import check_sinks, sink_attention, sink_weights
 from posenc.temperature import QueryTemperature, check_temperature
 
@@ -443,7 +443,7 @@ class MultiHeadAttention(nn.Module):
         q_len, k_len = q.shape[2], k.shape[2]
         gqa = self.n_kv_heads != self.n_heads
         if documents is not None:
-            segments = None if torch.compiler.is_compiling() else _document_segments(documents)
+            segments = None if torch.compiler.is_compiling() else document_segments(documents)
             if segments is not None:
                 return self._per_document(q, k, v, segments)
             mask = self._mask(q_len, k_len, q.device, documents)  # bool [(b, 1,) i, j]
@@ -458,7 +458,7 @@ class MultiHeadAttention(nn.Module):
 
     def _per_document(self, q, k, v, segments: list[tuple[slice, int, int]]) -> torch.Tensor:
         """Each document's tokens against each other, one SDPA call per document (causal: ``is_causal``),
-        so a packed row costs what its documents cost alone; segments as :func:`_document_segments`."""
+        so a packed row costs what its documents cost alone; segments as :func:`posenc.packing.document_segments`."""
         gqa = self.n_kv_heads != self.n_heads
         rows: dict[tuple[int | None, int | None], list[torch.Tensor]] = {}
         for batch, start, end in segments:
@@ -590,68 +590,6 @@ class MultiHeadAttention(nn.Module):
         return torch.cat(outputs, dim=2) if len(outputs) > 1 else outputs[0]
 
 
-def continued_positions(
-    positions: torch.Tensor | None, x: torch.Tensor, cache: KVCache | None, columns: int = 1
-) -> torch.Tensor:
-    """Positions of x's tokens ``[s]`` or ``[b, s]`` (``[s, n]`` / ``[b, s, n]`` with n columns): those
-    given, or the cache's continuation from ``cache.next_position`` (from 0 without a cache; on n axes
-    from each row's own largest coordinate), on every axis. The one place the KV offset is read."""
-    if cache is not None and cache.positions_move and positions is not None:
-        raise ValueError(
-            "a cache keeping sinks and a window places tokens at their places in the cache (StreamingLLM); "
-            "give no positions with it"
-        )
-    start = 0 if cache is None else cache.next_position(columns, incoming=x.shape[1])
-    return resolve_positions(positions, x, seq_dim=1, columns=columns, start=start)
-
-
-def document_ids(
-    documents: torch.Tensor | None, x: torch.Tensor, cache: KVCache | None = None
-) -> torch.Tensor | None:
-    """Document ids of packed sequences, ``[s]`` or ``[b, s]`` int64 on x's device (x ``[b, s, …]``), or None.
-
-    A row packs documents one after another: ids never decrease along it (``[0, 0, 0, 1, 1, 2]``), and
-    each document's tokens attend only to each other. Positions stay the caller's: give each document
-    its own (restarting at 0), so that each gets what it gets alone.
-
-    Raises:
-        TypeError: ids that are not integers.
-        ValueError: a shape other than ``[s]`` / ``[b, s]``, ids that decrease along a row (documents
-            must be contiguous), documents with a KV cache (decode each document with its own).
-    """
-    if documents is None:
-        return None
-    if cache is not None:
-        raise ValueError("documents with a KV cache: decode each document with a cache of its own")
-    if (
-        not isinstance(documents, torch.Tensor)
-        or documents.dtype == torch.bool
-        or documents.is_floating_point()
-        or documents.is_complex()
-    ):
-        raise TypeError(
-            f"documents must be an integer tensor of ids, got {getattr(documents, 'dtype', type(documents).__name__)}"
-        )
-    batch, seq_len = x.shape[0], x.shape[1]
-    if same_shape(documents.shape, (1, seq_len)):  # one row for the whole batch
-        documents = documents[0]
-    if not (same_shape(documents.shape, (seq_len,)) or same_shape(documents.shape, (batch, seq_len))):
-        raise ValueError(
-            f"documents must have shape {row_shapes((seq_len,), batch)} to match an input of shape "
-            f"{tuple(x.shape)}, got {tuple(documents.shape)}"
-        )
-    documents = documents.to(dtype=torch.int64, device=x.device)
-    if not torch.compiler.is_compiling() and seq_len > 1:
-        decreasing = (documents.diff(dim=-1) < 0).nonzero()
-        if decreasing.numel():
-            where = tuple(int(i) for i in decreasing[0])
-            raise ValueError(
-                f"documents must be packed one after another (ids that never decrease along a row), got a "
-                f"decrease after index {where[-1]}{f' of row {where[0]}' if len(where) == 2 else ''}"
-            )
-    return documents
-
-
 def _sum(bias: torch.Tensor | None, terms: torch.Tensor | None) -> torch.Tensor | None:
     if bias is None or terms is None:
         return terms if bias is None else bias
@@ -686,29 +624,6 @@ def _with_terms(score_mod, terms: torch.Tensor):
         return score + terms[b, h, q_idx, kv_idx].to(score.dtype)
 
     return with_terms
-
-
-#: Most SDPA calls packed documents take one document at a time; more take one masked call.
-MAX_DOCUMENT_CALLS = 256
-
-
-def _document_segments(documents: torch.Tensor) -> list[tuple[slice, int, int]] | None:
-    """The documents of ``[s]`` / ``[b, s]`` ids as (batch rows, start, end): every row at once where
-    the rows share their documents, else row by row; None beyond :data:`MAX_DOCUMENT_CALLS` of them."""
-    if documents.dim() == 2 and bool((documents == documents[:1]).all()):
-        documents = documents[0]
-    rows = (
-        [(slice(None), documents)]
-        if documents.dim() == 1
-        else [(slice(row, row + 1), ids) for row, ids in enumerate(documents)]
-    )
-    segments = []
-    for batch, ids in rows:
-        starts = [0, *((ids[1:] != ids[:-1]).nonzero().flatten() + 1).tolist(), ids.shape[0]]
-        segments.extend((batch, start, end) for start, end in itertools.pairwise(starts))
-        if len(segments) > MAX_DOCUMENT_CALLS:
-            return None
-    return segments
 
 
 def _float_mask(
