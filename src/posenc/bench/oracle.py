@@ -38,14 +38,16 @@ def attention_oracle(
     """
     if q.dtype != torch.float64:
         raise ValueError(f"the oracle takes float64 q, k, v, got {q.dtype}")
+    scale = encoding.logit_scale(
+        q.shape[-1]
+    )  # of the heads' width, as attention reads it (before PoPE widens q)
     q, k = encoding.rotate(q, k, positions, positions)
     s = q.shape[2]
-    scale = encoding.logit_scale(q.shape[-1])
     bias = encoding.bias(positions, positions)  # [(b,) h, i, j] or None
     terms = encoding.score_terms(q, k, positions, positions, project=project)  # [b, h, i, j] or None
     read = None if content is None else encoding.content_terms(q, k, content, content)  # [b, h, i, j] or None
     weights = q.new_zeros(*q.shape[:3], s) if encoding.reads_attention_weights else None  # [b, h, i, j]
-    out = torch.empty_like(q)
+    out = q.new_empty(*q.shape[:3], v.shape[-1])  # [b, h, i, d_v]: q and k may be wider (PoPE)
     for i in range(s):
         scores = (q[:, :, i : i + 1] @ k.transpose(-1, -2)) * scale  # [b, h, 1, j]
         for added in (bias, terms, read):
