@@ -127,3 +127,20 @@ def test_bad_patterns_and_layers_are_refused_naming_the_value():
         ValueError, match="encoding arguments \\['base'\\] apply to an encoding given by name"
     ):
         LayerSpec(build("nope"), {"base": 10.0})
+
+
+@pytest.mark.parametrize("name", ["forgetting", "path"])
+def test_gates_read_from_the_content_are_each_layers_own_unless_told_to_share(name):
+    # the model shared one encoding across layers by default, so FoX's and PaTH's gates were one set
+    # for the whole stack, unlike their papers; their descriptions now say each layer learns its own
+    model = TransformerLM(16, d_model=16, n_layers=3, n_heads=2, encoding=name, max_len=16)
+    encodings = model.layer_encodings
+    assert len({id(e) for e in encodings}) == 3 and encodings[0] is model.encoding
+    shared = TransformerLM(
+        16, d_model=16, n_layers=3, n_heads=2, encoding=name, max_len=16, share_encoding=True
+    )
+    assert len({id(e) for e in shared.layer_encodings}) == 1
+    stacked = TransformerLM(16, d_model=16, n_layers=2, n_heads=2, layers=layer(name))
+    assert len({id(e) for e in stacked.layer_encodings}) == 2
+    t5 = TransformerLM(16, d_model=16, n_layers=3, n_heads=2, encoding="t5", max_len=16)
+    assert len({id(e) for e in t5.layer_encodings}) == 1  # T5 shares its table, as before

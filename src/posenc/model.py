@@ -16,7 +16,7 @@ from torch import nn
 
 from posenc._validation import check_bool, check_on_device, check_positive_float, check_positive_int
 from posenc.attention import KVCache, MultiHeadAttention, continued_positions, document_ids
-from posenc.encodings import PositionalEncoding, build, encoding_class
+from posenc.encodings import PositionalEncoding, build, describe, encoding_class
 from posenc.functional.randomized import randomized_positions
 from posenc.stacks import LayerSpec, layer_specs
 
@@ -55,7 +55,7 @@ def _stack_encodings(
     specs: list[LayerSpec],
     base: PositionalEncoding | None,
     base_name: str | None,
-    share: bool,
+    share: bool | None,
     arguments,
 ) -> list[PositionalEncoding]:
     """The encoding of each layer of a stack: a spec without one takes the model's (``base``, or, with
@@ -84,7 +84,7 @@ def _stack_encodings(
         if key not in built:
             built[key] = make()
             encoding = built[key]
-        elif share or not built[key].acts_in_attention:
+        elif _shared(built[key], share) or not built[key].acts_in_attention:
             encoding = built[key]
         else:
             encoding = copy.deepcopy(built[key])
@@ -95,6 +95,11 @@ def _stack_encodings(
             )
         encodings.append(encoding)
     return encodings
+
+
+def _shared(encoding: PositionalEncoding, share: bool | None) -> bool:
+    """Whether the layers share ``encoding``: as told, else as its description says its models do."""
+    return describe(encoding).shared_by_layers if share is None else share
 
 
 class Block(nn.Module):
@@ -136,7 +141,8 @@ class TransformerLM(nn.Module):
         share_encoding: one encoding for every layer (T5 shares its table); False gives each layer its own
             copy of an encoding that acts inside attention, the first layer holding ``self.encoding`` (an
             additive one acts once, on the embeddings, so it is never copied into layers where it would
-            receive no gradient).
+            receive no gradient). None: as the encoding's description says its models do
+            (``shared_by_layers``: True but for FoX's and PaTH's gates, which each layer learns).
         backend: attention backend, ``"eager" | "sdpa" | "flex"``.
         causal: True for a decoder.
         random_positions: randomized positions (Ruoss et al., 2023): a call without positions and without
@@ -163,7 +169,7 @@ class TransformerLM(nn.Module):
         encoding_kwargs: dict | None = None,
         layers=None,
         max_len: int = 1024,
-        share_encoding: bool = True,
+        share_encoding: bool | None = None,
         backend: str = "sdpa",
         causal: bool = True,
         random_positions: int | None = None,
@@ -177,7 +183,7 @@ class TransformerLM(nn.Module):
         check_positive_int("n_layers", n_layers)
         if d_model % check_positive_int("n_heads", n_heads):
             raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
-        share = check_bool("share_encoding", share_encoding)
+        share = None if share_encoding is None else check_bool("share_encoding", share_encoding)
 
         def arguments(name: str) -> dict:
             return default_encoding_arguments(
@@ -199,7 +205,7 @@ class TransformerLM(nn.Module):
             raise ValueError("encoding_kwargs apply to an encoding given by name, not to an instance")
         if specs is None:
             specs = [LayerSpec()] * n_layers
-            layer_encodings = _layer_encodings(encoding, n_layers, share)
+            layer_encodings = _layer_encodings(encoding, n_layers, _shared(encoding, share))
         else:
             layer_encodings = _stack_encodings(specs, encoding, base_name, share, arguments)
         self.encoding = layer_encodings[0] if encoding is None else encoding

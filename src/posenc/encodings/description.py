@@ -66,6 +66,7 @@ class Description:
     figures: Mapping[str, str | None] | None = None
     lab_not_applicable: str | None = None
     grid_not_applicable: str | None = None
+    shared_by_layers: bool = True
 
     def of_kind(self, kind: str) -> Description:
         """This description with an undeclared ``where_it_acts`` filled in from ``kind``."""

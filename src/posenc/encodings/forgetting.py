@@ -109,7 +109,10 @@ class ForgettingTransformer(PositionalEncoding):
 
         def block(q_rows, k_keys, rows, keys, cumulative):
             return forget_bias_block(
-                cumulative, range(offset + rows.start, offset + rows.stop), range(keys.start, keys.stop), dtype
+                cumulative,
+                range(offset + rows.start, offset + rows.stop),
+                range(keys.start, keys.stop),
+                dtype,
             )
 
         return BlockTerms(block, (cumulative_log_gates(k_content),))
@@ -120,6 +123,7 @@ class ForgettingTransformer(PositionalEncoding):
 
 DESCRIPTION = Description(
     label="FoX",
+    shared_by_layers=False,  # each layer learns its own forget gates (Lin et al. 2025)
     where_it_acts="biases the scores by forget gates read from the content: Σ_(l=j+1..i) log σ(w_h·x_l + b_h)",
     used_by="Forgetting Transformer (FoX)",
     parameter_formula="h·(d + 1) per layer",

@@ -91,7 +91,9 @@ class PaTH(PositionalEncoding):
             raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}, or give d_head")
         self.d_head = d_model // n_heads if d_head is None else check_positive_int("d_head", d_head)
         self.chunk = None if chunk is None else check_positive_int("chunk", chunk)
-        self.direction = nn.Linear(self.d_model, self.n_heads * self.d_head, bias=False)  # x -> w (before ‖·‖)
+        self.direction = nn.Linear(
+            self.d_model, self.n_heads * self.d_head, bias=False
+        )  # x -> w (before ‖·‖)
         self.strength = nn.Linear(self.d_model, self.n_heads)  # x -> logit of β / 2
 
     def content(self, x: torch.Tensor) -> torch.Tensor:
@@ -140,7 +142,9 @@ class PaTH(PositionalEncoding):
         w, beta = self._transforms(k_content, torch.promote_types(q.dtype, torch.float32))
 
         def block(q_rows, k_keys, rows, keys, w, beta):
-            return self._terms(q_rows, k_keys, w[:, :, keys], beta[:, :, keys], offset + rows.start - keys.start)
+            return self._terms(
+                q_rows, k_keys, w[:, :, keys], beta[:, :, keys], offset + rows.start - keys.start
+            )
 
         return BlockTerms(block, (w, beta))
 
@@ -164,6 +168,7 @@ class PaTH(PositionalEncoding):
 
 DESCRIPTION = Description(
     label="PaTH",
+    shared_by_layers=False,  # each layer learns its own Householder map (Yang et al. 2025)
     where_it_acts="carries each key to its query through Householders read from the content: q_iᵀ(H_i ⋯ H_(j+1))k_j",
     used_by="PaTH attention",
     parameter_formula="d·h·d_head + d·h + h per layer",
