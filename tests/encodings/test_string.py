@@ -117,3 +117,18 @@ def test_the_rotations_compose_as_a_group(form):
     twice, _ = encoding.rotate(once, once, y, y)
     together, _ = encoding.rotate(q, q, x + y, x + y)
     torch.testing.assert_close(twice, together, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["string", "mochi", "rope_mixed"])
+def test_learned_frequencies_start_in_the_default_dtype(name):
+    # they were created with .float(): under a float64 default they were float32 parameters
+    import posenc
+    from posenc.encodings import describe, encoding_class
+
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        encoding = posenc.build(name, **describe(name).specimen_arguments(encoding_class(name)))
+    finally:
+        torch.set_default_dtype(previous)
+    assert {p.dtype for p in encoding.parameters()} == {torch.float64}

@@ -70,7 +70,9 @@ class MochiRoPE(CoordinateRotation):
         magnitude = self.base ** (-2 * torch.arange(pairs, dtype=torch.float64) / self.d_head)  # [d/2]
         direction = torch.randn(3, self.n_heads, pairs, dtype=torch.float64)
         direction = direction / direction.norm(dim=0, keepdim=True)
-        self.pos_frequencies = nn.Parameter((direction * magnitude).float())  # [3, h, d/2], diffusers' name
+        self.pos_frequencies = nn.Parameter(
+            (direction * magnitude).to(torch.get_default_dtype())
+        )  # [3, h, d/2], diffusers' name
 
     def cos_sin(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """float64 cos and sin ``[b or 1, h, s, d/2]`` at coordinates ``[s, 3]`` or ``[b, s, 3]``."""

@@ -241,7 +241,9 @@ class RotaryEncoding(PositionalEncoding):
         self.register_buffer("cos_cached", torch.empty(0, half, dtype=torch.float64), persistent=False)
         self.register_buffer("sin_cached", torch.empty(0, half, dtype=torch.float64), persistent=False)
         if self.scheme.learned:
-            self.mixed_frequencies = nn.Parameter(self.scheme.initial_frequencies().float())  # [h, r/2, n]
+            self.mixed_frequencies = nn.Parameter(
+                self.scheme.initial_frequencies().to(torch.get_default_dtype())
+            )  # [h, r/2, n]
 
     # The arguments as the scheme holds them, checked (axes: the widths, or RoPE-Mixed's count).
     rotary_dim = property(lambda self: self.scheme.rotary_dim, doc="rotated channels r")

@@ -67,10 +67,10 @@ class STRING(CoordinateRotation):
             upper = torch.randn(d_head * (d_head - 1) // 2) * INITIAL_SKEW
             self.skew = nn.Parameter(upper)  # S's upper triangle, [d·(d − 1)/2]
             vectors = initial_frequency_vectors(d_head, self.axes, self.base)
-            self.frequency_vectors = nn.Parameter(vectors.float())  # [d/2, n]
+            self.frequency_vectors = nn.Parameter(vectors.to(torch.get_default_dtype()))  # [d/2, n]
         else:
             generator = torch.randn(self.axes, d_head, dtype=torch.float64) / (d_head * math.sqrt(self.base))
-            self.circulant_rows = nn.Parameter(generator.float())  # [n, d]
+            self.circulant_rows = nn.Parameter(generator.to(torch.get_default_dtype()))  # [n, d]
 
     def orthogonal_map(self) -> torch.Tensor:
         """Cayley-STRING's P, float64 ``[d, d]`` (orthogonal, determinant 1)."""
