@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import posenc
+from posenc.functional.normalized import NormalizedCoordinates
 from posenc.lab.grid import (
     CLASSES,
     SYMBOLS,
@@ -122,3 +123,63 @@ def test_a_model_that_computes_the_answer_scores_one_and_a_wrong_neighbour_does_
     assert right["token_accuracy"] == right["exact_match"] == 1.0 and right["loss"] < 1e-6
     wrong = grid_accuracy(_Oracle(6, (0, 1)), 6, 32, seed=1)
     assert wrong["exact_match"] == 0.0 and wrong["token_accuracy"] < 0.2
+
+
+def test_dinov3_reads_the_grid_normalised_as_it_declares():
+    """DINOv3 reads cell centres in [−1, 1] per axis, (i + ½)·2/side − 1, at every side, for training and
+    evaluation alike (both ask positions_for)."""
+    dinov3 = posenc.build("dinov3", d_head=16)
+    for side in (4, 8):
+        positions = positions_for(dinov3, side)
+        centres = [(i + 0.5) * 2 / side - 1 for i in range(side)]
+        expected = torch.tensor([[r, c] for r in centres for c in centres], dtype=torch.float64)
+        assert positions.dtype == torch.float64
+        torch.testing.assert_close(positions, expected, rtol=0, atol=1e-15)
+        assert torch.equal(GridTask().positions(dinov3, side), positions)
+    assert positions_for(dinov3, 4)[0].tolist() == [-0.75, -0.75]
+
+
+def test_an_encoding_that_declares_nothing_reads_integer_patch_indices():
+    """The safe default: a new author's encoding of two axes, registered with no grid_coordinates, reads
+    (row, column) as integers, as the encodings of the first grid study did."""
+
+    class Plain(posenc.encodings.rope_axes.AxialRotaryEncoding):
+        pass
+
+    assert posenc.encodings.describe(Plain).grid_coordinates is None
+    positions = positions_for(Plain(16), 3)
+    assert positions.dtype == torch.int64 and positions[:4].tolist() == [[0, 0], [0, 1], [0, 2], [1, 0]]
+
+
+def test_the_declaration_not_the_name_sets_the_coordinates():
+    """A class declaring normalised coordinates (as a class attribute, as plugins do) reads them on two
+    axes and, on three, the one frame of a (1, side, side) grid: t at its cell centre, 0."""
+
+    class Declared(posenc.encodings.rope_axes.AxialRotaryEncoding):
+        grid_coordinates = NormalizedCoordinates(by="max")
+
+    positions = positions_for(Declared(16), 2)
+    assert positions.tolist() == [[-0.5, -0.5], [-0.5, 0.5], [0.5, -0.5], [0.5, 0.5]]
+
+    class Frames(posenc.encodings.rope_axes.MultimodalRotaryEncoding):
+        grid_coordinates = NormalizedCoordinates()
+
+    positions = positions_for(Frames(16), 2)
+    assert positions[:, 0].tolist() == [0.0] * 4 and positions[3].tolist() == [0.0, 0.5, 0.5]
+
+
+def test_a_raster_index_refuses_declared_grid_coordinates():
+    class Flat(posenc.encodings.rope.RotaryEncoding):
+        grid_coordinates = NormalizedCoordinates()
+
+    with pytest.raises(ValueError, match="takes positions on one axis but declares grid_coordinates"):
+        positions_for(Flat(16), 3)
+
+
+def test_normalized_coordinates_refuse_bad_settings():
+    with pytest.raises(ValueError, match="by must be one of"):
+        NormalizedCoordinates(by="diagonal")
+    with pytest.raises(TypeError, match="centred must be a bool"):
+        NormalizedCoordinates(centred=1)
+    with pytest.raises(ValueError, match="offset must be a finite number"):
+        NormalizedCoordinates(offset=float("nan"))

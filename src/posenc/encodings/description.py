@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
+from posenc.functional.normalized import NormalizedCoordinates
+
 #: The model the specimen of an encoding is built for when it declares no ``specimen_kwargs``.
 SPECIMEN_MODEL = {"d_model": 64, "n_heads": 8, "max_len": 256, "causal": True}
 #: Where an encoding of each kind acts, for one that declares no ``where_it_acts``.
@@ -55,6 +57,10 @@ class Description:
         lab_not_applicable: why the lab's 1-D tasks do not apply (None: they all do).
         grid_not_applicable: why the lab's grid task (2-D image patches) does not apply (None: it does;
             an encoding of one axis reads the patches' raster index).
+        grid_coordinates: the coordinates it reads on a grid of patches: None, the integer indices
+            (row, column) (the safe default: what axial RoPE, RoPE-Mixed, 2-D sin-cos, a learned table
+            and Swin's biases index); a :class:`~posenc.functional.normalized.NormalizedCoordinates`,
+            the grid normalised as its model does (DINOv3: cell centres in [−1, 1] per axis).
     """
 
     label: str | None = None
@@ -66,6 +72,7 @@ class Description:
     figures: Mapping[str, str | None] | None = None
     lab_not_applicable: str | None = None
     grid_not_applicable: str | None = None
+    grid_coordinates: NormalizedCoordinates | None = None
     shared_by_layers: bool = True
 
     def of_kind(self, kind: str) -> Description:

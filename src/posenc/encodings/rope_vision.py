@@ -16,7 +16,7 @@ from posenc._validation import check_positive_floats
 from posenc.encodings.description import Description
 from posenc.encodings.rope import RotaryEncoding
 from posenc.encodings.rope_axes import GRID_ONLY
-from posenc.functional.normalized import CoordinateAugmentation
+from posenc.functional.normalized import CoordinateAugmentation, NormalizedCoordinates
 from posenc.functional.rope import AxisFrequencies, geometric_frequencies
 
 VISION_FIGURES = {
@@ -80,6 +80,7 @@ DINOV3_DESCRIPTION = Description(
     specimen_kwargs={"d_head": 16},
     figures=VISION_FIGURES,
     lab_not_applicable=GRID_ONLY,
+    grid_coordinates=NormalizedCoordinates(),  # DINOv3's default: cell centres, each axis by its own side
 )
 
 

@@ -15,6 +15,8 @@ positions, :mod:`posenc.functional.randomized`).
   interpolation scale, SD3's centre crop of a larger table).
 - :class:`CoordinateAugmentation`: DINOv3's shift, jitter and rescale of the coordinates, drawn from a
   generator; the encodings draw once per training call and move queries and keys alike.
+- :class:`NormalizedCoordinates`: an encoding's declaration that it reads a grid's patches at
+  :func:`normalized_grid`'s coordinates (DINOv3's cell centres in [−1, 1]) rather than at integer indices.
 
 Notation used for tensor shapes: s tokens (Π sizes), n axes. Coordinates are float64.
 """
@@ -80,6 +82,38 @@ def normalized_grid(
         for a, size in enumerate(sizes)
     ]
     return torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).reshape(-1, n)  # [s, n]
+
+
+@dataclass(frozen=True)
+class NormalizedCoordinates:
+    """The coordinates an encoding reads on a grid of patches, where they are not the integer indices
+    (row, column): :func:`normalized_grid` of the grid with these settings (its defaults are DINOv3's
+    cell centres, each axis in [−1, 1] by its own side). An encoding declares it in its description
+    (``grid_coordinates``); a task that lays out a grid asks :meth:`grid` for the coordinates.
+
+    Raises:
+        ValueError: an unknown ``by``, a non-finite offset; TypeError: a ``centred`` that is not a bool.
+    """
+
+    by: str | tuple[float, ...] = "separate"  # the extent each axis is divided by (see normalized_grid)
+    centred: bool = True  # cell centres (DINOv3), else corners (LTX-Video)
+    step: float | tuple[float, ...] = 1.0  # the spacing of patches, per axis or one for all
+    offset: float = 0.0  # DINOv3's grid_offset
+
+    def __post_init__(self) -> None:
+        if isinstance(self.by, str):
+            check_choice("by", self.by, NORMALIZATIONS)
+        if not isinstance(self.centred, bool):
+            raise TypeError(f"centred must be a bool, got {self.centred!r}")
+        offset = self.offset
+        if isinstance(offset, bool) or not isinstance(offset, int | float) or not math.isfinite(offset):
+            raise ValueError(f"offset must be a finite number, got {self.offset!r}")
+
+    def grid(self, sizes: Sequence[int], device: torch.device | str | None = None) -> torch.Tensor:
+        """Coordinates of the grid ``sizes`` (row-major), float64 ``[s, n]``."""
+        return normalized_grid(
+            sizes, by=self.by, centred=self.centred, step=self.step, offset=self.offset, device=device
+        )
 
 
 def fps_time_scale(fps: float, base_fps: float) -> float:
@@ -269,6 +303,7 @@ def augment_coordinates(
 __all__ = [
     "NORMALIZATIONS",
     "CoordinateAugmentation",
+    "NormalizedCoordinates",
     "augment_coordinates",
     "diagonal_video_positions",
     "fps_time_scale",

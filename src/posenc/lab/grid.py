@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from posenc._validation import at_least_float32, check_positive_int
-from posenc.encodings import PositionalEncoding
+from posenc.encodings import PositionalEncoding, describe
 from posenc.functional.coordinates import grid_positions
 from posenc.lab.evaluate import TEST_SEED, cannot_run, position_limit
 from posenc.lab.tasks import GRID_ACCURACY, Batch, Task, register_task
@@ -58,16 +58,32 @@ def scored(side: int) -> torch.Tensor:
 def positions_for(encoding: PositionalEncoding, side: int) -> torch.Tensor:
     """The positions the encoding reads for a side × side grid in raster order: (row, column) for an
     encoding of two axes, (0, row, column) for three (M-RoPE's one frame: t = 0), the raster index
-    row·side + column for one (what a 1-D encoding of a flattened image sees)."""
-    coordinates = grid_positions((side, side))  # [side², 2]
+    row·side + column for one (what a 1-D encoding of a flattened image sees).
+
+    The coordinates are those the encoding declares (its description's ``grid_coordinates``): the
+    integer patch indices unless it declares others, as DINOv3 declares its grid normalised into
+    [−1, 1] (:class:`~posenc.functional.normalized.NormalizedCoordinates`): the (1, side, side) grid
+    on three axes, so that the one frame sits where that normalisation puts it.
+
+    Raises:
+        ValueError: an encoding of more than three columns, or one of one column that declares
+            coordinates of a grid (a raster index has none).
+    """
     columns = encoding.position_columns
+    declared = describe(encoding).grid_coordinates
     if columns == 1:
+        if declared is not None:
+            raise ValueError(
+                f"{type(encoding).__name__} takes positions on one axis but declares grid_coordinates "
+                f"{declared}: a raster index has no coordinates to normalise"
+            )
         return torch.arange(side * side)
-    if columns == 2:
-        return coordinates
-    if columns == 3:
-        return torch.cat((torch.zeros_like(coordinates[:, :1]), coordinates), dim=1)
-    raise ValueError(f"an encoding of {columns} position columns has no reading of a 2-D grid")
+    if columns not in (2, 3):
+        raise ValueError(f"an encoding of {columns} position columns has no reading of a 2-D grid")
+    sizes = (side, side) if columns == 2 else (1, side, side)
+    if declared is not None:
+        return declared.grid(sizes)  # [side², columns] float64
+    return grid_positions(sizes)  # [side², columns] int64
 
 
 def at_side(model, trained_side: int, side: int):
