@@ -42,11 +42,14 @@ lab-extension: setup
 	$(BIN)/posenc report --out report
 
 # The grid study (resolution generalisation of the encodings of image patches), its 2-D sin-cos again
-# with token embeddings scaled by √d_model, then the report (docs/LAB.md records a run).
+# with token embeddings scaled by √d_model, DINOv3 again trained with its coordinate augmentation
+# (rescale 2, as DINOv3's released config), then the report (docs/LAB.md records a run).
 lab-grid: setup
 	$(BIN)/torchrun --standalone --nproc_per_node=2 -m posenc.lab run --preset grid --parallel spread
 	$(BIN)/torchrun --standalone --nproc_per_node=2 -m posenc.lab run --preset grid --parallel spread \
 		--encodings sinusoidal_2d --embedding-scale sqrt
+	$(BIN)/torchrun --standalone --nproc_per_node=2 -m posenc.lab run --preset grid --parallel spread \
+		--encodings dinov3 --coordinate-augmentation rescale=2
 	$(BIN)/posenc report --out report
 
 # The addition study (four layouts of the addition task: zero-padded and reversed, index hints, Abacus

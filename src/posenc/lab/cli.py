@@ -169,6 +169,15 @@ def _configure_run(commands) -> None:
         metavar="S",
         help="multiply token embeddings by S (a positive number, or 'sqrt' for √d_model as in Vaswani et al.)",
     )
+    run.add_argument(
+        "--coordinate-augmentation",
+        type=_coordinate_augmentation,
+        default=None,
+        metavar="PARTS",
+        help="DINOv3's augmentation of a grid's coordinates in training, e.g. rescale=2 or "
+        "shift=0.1,jitter=1.1,rescale=2: shift uniform in [-S, S] per axis, jitter and rescale "
+        "log-uniform in [1/J, J] per axis and [1/R, R] for all, one draw per step from the run's seed",
+    )
     run.add_argument("--parallel", choices=MODES, default="spread", help="under torchrun: spread runs or ddp")
     run.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
     run.add_argument(
@@ -219,6 +228,26 @@ def _embedding_scale(text: str) -> float | str:
         raise argparse.ArgumentTypeError(f"must be a positive number or 'sqrt', got {text!r}") from None
 
 
+#: The parts of DINOv3's coordinate augmentation, in the order a run's config records them.
+AUGMENTATION_PARTS = ("shift", "jitter", "rescale")
+
+
+def _coordinate_augmentation(text: str) -> tuple[float | None, float | None, float | None]:
+    """``shift=S,jitter=J,rescale=R`` (any of them) -> (shift, jitter, rescale), None for a part not given."""
+    values = dict.fromkeys(AUGMENTATION_PARTS)
+    for item in text.split(","):
+        name, equals, number = item.partition("=")
+        if name.strip() not in values or not equals:
+            raise argparse.ArgumentTypeError(
+                f"must be parts name=number with names {', '.join(AUGMENTATION_PARTS)}, got {item!r}"
+            )
+        try:
+            values[name.strip()] = float(number)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name.strip()} must be a number, got {number!r}") from None
+    return tuple(values[part] for part in AUGMENTATION_PARTS)
+
+
 def _threads(requested: int | None, preset: int | None = None) -> int:
     """Torch threads per process: ``requested`` (--threads), else the preset's, else cores / processes."""
     if requested is not None:
@@ -254,6 +283,7 @@ def _run(args: argparse.Namespace) -> int:
             checkpoint_every=args.checkpoint_every,
             random_positions=args.random_positions,
             embedding_scale=args.embedding_scale,
+            coordinate_augmentation=args.coordinate_augmentation,
         ),
     )
     torch.set_num_threads(_threads(args.threads, sweep.preset.threads))

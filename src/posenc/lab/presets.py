@@ -12,8 +12,11 @@ import json
 import math
 from dataclasses import asdict, dataclass, replace
 
+import torch
+
 from posenc._validation import check_int, check_positive_float
 from posenc.encodings import available, describe, encoding_class
+from posenc.functional.normalized import CoordinateAugmentation
 from posenc.lab.setups import ExtensionStudy, ModelConfig, Preset, TaskSetup, TrainConfig
 from posenc.lab.stacks import recorded_arguments, stack_named, stack_names
 from posenc.lab.stacks import skip_reason as stack_skip_reason
@@ -32,8 +35,21 @@ KAZEMNEJAD_ENCODINGS = ("nope", "t5", "alibi", "rope", "sinusoidal")
 
 
 #: The grid study's encodings: those of image patches (2-D sin-cos as MAE, a learned table resampled as
-#: a ViT's, axial RoPE, RoPE-Mixed, Swin v2's continuous bias) and 1-D RoPE on the raster order.
-GRID_ENCODINGS = ("sinusoidal_2d", "learned", "rope_axial", "rope_mixed", "swin_v2", "rope")
+#: a ViT's, axial RoPE, RoPE-Mixed, Swin v2's continuous bias), 1-D RoPE on the raster order, and of the
+#: 2025 vision encodings DINOv3's RoPE (on the normalised coordinates it declares) and STRING. The other
+#: encodings of 2-D coordinates (GoldenGate, LieRE, ComRoPE, Mochi's (t, h, w)) and PoPE and FoPE on the
+#: raster index apply too and run when named (--encodings): the preset's 30 minutes on 2 cores hold no
+#: more (docs/LAB.md, the grid section).
+GRID_ENCODINGS = (
+    "sinusoidal_2d",
+    "learned",
+    "rope_axial",
+    "rope_mixed",
+    "swin_v2",
+    "rope",
+    "dinov3",
+    "string",
+)
 
 
 def _algorithmic(model: ModelConfig, train: TrainConfig, length: int, examples: int) -> TaskSetup:
@@ -225,7 +241,8 @@ PRESETS: dict[str, Preset] = {
         "grid",
         "resolution generalisation: a bidirectional model trained on 8×8 grids of patches (each patch names "
         "its upper and its left neighbour), tested on 12×12 and 16×16; the encodings of image patches (a "
-        "learned table resampled) and 1-D RoPE on the raster order; 3 seeds",
+        "learned table resampled, DINOv3 on its normalised coordinates, STRING) and 1-D RoPE on the raster "
+        "order; 3 seeds",
         (0, 1, 2),
         {
             GRID_ACCURACY: TaskSetup(
@@ -377,11 +394,18 @@ class RunConfig:
     #: random positions) as {"name": …, its settings}; None: none (and absent from the config's JSON, so the
     #: runs recorded before remaps keep their hashes)
     position_remap: dict | None = None
+    #: DINOv3's augmentation of the grid's coordinates in training, (shift, jitter, rescale) as
+    #: :class:`~posenc.functional.normalized.CoordinateAugmentation` takes them (None: that part off),
+    #: drawn once per step from the run's seeded generator; None: off (and absent from the config's JSON,
+    #: so the runs recorded before it keep their hashes)
+    coordinate_augmentation: tuple[float | None, float | None, float | None] | None = None
 
     def to_dict(self) -> dict:
         config = asdict(self)
         if config["position_remap"] is None:
             del config["position_remap"]
+        if config["coordinate_augmentation"] is None:
+            del config["coordinate_augmentation"]
         if config["train"]["curve_every"] is None:
             del config["train"]["curve_every"]
         return config
@@ -498,6 +522,8 @@ class Overrides:
     checkpoint_every: int | None = None  # steps between checkpoints
     random_positions: int | None = None  # train and evaluate at sorted positions drawn from 0 … R − 1
     embedding_scale: float | str | None = None  # token embeddings × this (or "sqrt": √d_model)
+    #: (shift, jitter, rescale): DINOv3's augmentation of a grid's coordinates in training (None: that part off)
+    coordinate_augmentation: tuple[float | None, float | None, float | None] | None = None
 
     def given(self) -> list[str]:
         """The names of the settings that are overridden."""
@@ -529,6 +555,7 @@ OVERRIDE_PLACES = {
     "checkpoint_every": "train.checkpoint_every",
     "random_positions": "random_positions",
     "embedding_scale": "model.embedding_scale",
+    "coordinate_augmentation": "coordinate_augmentation",
 }
 
 
@@ -608,6 +635,10 @@ def run_config(
                 f"positions (the randomized range is where every trained position lies)"
             )
         sequence = random_positions  # a learned table or T5's buckets sized for the whole range
+    kwargs = encoding_kwargs(encoding, sequence, setup, declared.causal)
+    augmentation = overrides.coordinate_augmentation
+    if augmentation is not None:
+        augmentation = check_coordinate_augmentation(augmentation, task, declared.axes, encoding, kwargs)
     return RunConfig(
         task=task,
         encoding=encoding,
@@ -618,12 +649,40 @@ def run_config(
         eval_lengths=lengths,
         eval_size=eval_size,
         sliding_stride=stride if declared.uses_corpus else None,
-        encoding_kwargs=encoding_kwargs(encoding, sequence, setup, declared.causal),
+        encoding_kwargs=kwargs,
         train_backend=training,
         eval_backend=evaluation,
         corpus_sha256=corpus_sha256 if declared.uses_corpus else None,
         random_positions=random_positions,
+        coordinate_augmentation=augmentation,
     )
+
+
+def check_coordinate_augmentation(
+    augmentation: tuple, task: str, axes: int, encoding: str, kwargs: dict
+) -> tuple[float | None, float | None, float | None]:
+    """``augmentation`` as (shift, jitter, rescale) if the run can take it: a task of several axes and
+    an encoding whose positions are coordinates on them; a ValueError naming the task or the encoding
+    otherwise, or the part out of range (:class:`~posenc.functional.normalized.CoordinateAugmentation`)."""
+    if not isinstance(augmentation, tuple | list) or len(augmentation) != 3:
+        raise ValueError(f"coordinate_augmentation must be (shift, jitter, rescale), got {augmentation!r}")
+    drawn = CoordinateAugmentation(*augmentation)
+    if not drawn.active:
+        raise ValueError("coordinate_augmentation must set at least one of shift, jitter and rescale")
+    if axes < 2:
+        raise ValueError(
+            f"coordinate augmentation moves a grid's coordinates; task {task} has positions on one axis"
+        )
+    if stack_named(encoding) is None:
+        with torch.random.fork_rng(devices=[]):  # building it must not move the caller's RNG
+            columns = encoding_class(encoding)(**kwargs).position_columns
+        if columns < 2:
+            raise ValueError(
+                f"coordinate augmentation moves coordinates on axes; encoding {encoding} reads one position "
+                "per patch (the raster index)"
+            )
+    shift = None if drawn.shift is None else float(drawn.shift)
+    return (shift, drawn.jitter, drawn.rescale)
 
 
 __all__ = [
@@ -641,6 +700,7 @@ __all__ = [
     "TaskSetup",
     "TrainConfig",
     "check_at_least_one",
+    "check_coordinate_augmentation",
     "check_encodings",
     "check_eval_lengths",
     "check_preset",

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc._validation import at_least_float32
+from posenc.functional.normalized import CoordinateAugmentation, augment_coordinates
 from posenc.functional.randomized import randomized_positions
 from posenc.lab import remaps
 from posenc.lab.distributed import Context
@@ -112,6 +113,29 @@ def _randomized(batch: Batch, config: RunConfig) -> torch.Tensor:
     return randomized_positions(rows, width, config.random_positions, lengths=batch.lengths)  # [b, s]
 
 
+def _coordinate_augmentation(
+    config: RunConfig, positions: torch.Tensor | None
+) -> CoordinateAugmentation | None:
+    """The run's augmentation of its grid coordinates (DINOv3's shift, jitter and rescale), or None.
+
+    Drawn once per training step from torch's CPU generator (seeded by the run's seed, saved in its
+    checkpoints), so every layer, and every rank under DDP, reads the same coordinates in a step, as
+    DINOv3 draws once per forward for all its blocks; evaluation reads the grid as it is.
+
+    Raises:
+        ValueError: positions that are not coordinates on several axes ``[s, n]``, n ≥ 2.
+    """
+    if config.coordinate_augmentation is None:
+        return None
+    if positions is None or positions.dim() != 2 or positions.shape[-1] < 2:
+        shape = None if positions is None else tuple(positions.shape)
+        raise ValueError(
+            f"coordinate augmentation moves coordinates on several axes, [s, n]; {config.label} trains at "
+            f"positions of shape {shape}"
+        )
+    return CoordinateAugmentation(*config.coordinate_augmentation)
+
+
 def _optimiser(model: nn.Module, config: RunConfig) -> torch.optim.AdamW:
     decay = [p for p in model.parameters() if p.dim() >= 2]
     other = [p for p in model.parameters() if p.dim() < 2]
@@ -189,6 +213,7 @@ def train(
     if positions is not None:
         positions = positions.to(context.device)
     randomized = config.random_positions is not None and positions is None
+    augmentation = _coordinate_augmentation(config, positions)
     model.train()
     while step < config.train.steps:
         started = time.perf_counter()
@@ -202,6 +227,8 @@ def train(
         step_positions = _randomized(batch, config)[rows].to(context.device) if randomized else positions
         if batch.positions is not None:  # the task's own per-example positions (coupled digits, offsets)
             step_positions = batch.positions[rows].to(context.device)
+        if augmentation is not None:  # one draw per step moves every layer's queries and keys alike
+            step_positions = augment_coordinates(step_positions, *augmentation.draw(step_positions.shape[-1]))
         if config.position_remap is not None:  # PoSE's ids, or the continuous remap's floats
             drawn = remaps.training_positions(config.position_remap, *batch.inputs.shape)
             if drawn is not None and drawn.is_floating_point():
