@@ -1,7 +1,8 @@
-"""posenc's per-layer pieces against transformers' layers, weights copied: GPT-OSS's learned sinks in its
-sliding-window and full layers, Llama 4's temperature on a NoPE layer and its chunked attention, SmolLM3's
-NoPE and RoPE layers and its NoPE-every-n-th-layer stack, and Ministral 3's query scaling (outputs and
-gradients for the last two). Skipped where transformers is not installed."""
+"""posenc's per-layer pieces against transformers' layers, weights copied, outputs and gradients (of the
+input, the q/k/v/o weights and the layer's own parameters: sinks): GPT-OSS's learned sinks in its
+sliding-window and full layers; Llama 4's NoPE layer with temperature tuning; SmolLM3's NoPE and RoPE layers
+and its NoPE-every-n-th-layer stack; Ministral 3's query scaling; Gemma 3's local and global rotations per
+layer type. Skipped where transformers is not installed."""
 
 from __future__ import annotations
 
@@ -64,54 +65,27 @@ def test_gpt_oss_sinks_and_window_match_its_attention(layer_type):
     ).double()
     load_attention(ours, theirs)
     x = torch.randn(2, SEQ, HIDDEN, dtype=torch.float64)
+    cotangent = torch.randn(2, SEQ, HIDDEN, dtype=torch.float64)
     positions = torch.arange(SEQ)[None]
     cos_sin = GptOssRotaryEmbedding(config).double()(x, positions)
     mask = _float_mask(attention_mask(SEQ, SEQ, "cpu", causal=True, window=window))
-    expected, _ = theirs(x, position_embeddings=cos_sin, attention_mask=mask)
-    # transformers' rotary tables are float32 (its inv_freq): agreement to their rounding, not float64's
-    torch.testing.assert_close(ours(x), expected, atol=1e-7, rtol=1e-5)
-
-
-def test_llama4_temperature_on_a_nope_layer_and_its_chunks_match_its_attention():
-    from transformers.models.llama4.configuration_llama4 import Llama4TextConfig
-    from transformers.models.llama4.modeling_llama4 import Llama4TextAttention
-
-    config = Llama4TextConfig(
-        hidden_size=HIDDEN,
-        num_attention_heads=HEADS,
-        num_key_value_heads=KV_HEADS,
-        head_dim=HEAD_DIM,
-        num_hidden_layers=4,
-        no_rope_layers=[1, 1, 1, 0],
-        attention_chunk_size=4,
-        floor_scale=4,
-        attn_scale=0.5,
-        attn_temperature_tuning=True,
-        use_qk_norm=False,
-    )
-    config._attn_implementation = "eager"
-    torch.manual_seed(0)
-    theirs = Llama4TextAttention(config, layer_idx=3).double().eval()  # a NoPE layer (no_rope_layers[3] = 0)
-    assert not theirs.use_rope
-    schedule = Llama4Temperature(floor_scale=config.floor_scale, attn_scale=config.attn_scale)
-    ours = MultiHeadAttention(HIDDEN, HEADS, n_kv_heads=KV_HEADS, temperature=schedule, chunk=4).double()
-    load_attention(ours, theirs)
-    x = torch.randn(2, SEQ, HIDDEN, dtype=torch.float64)
-    mask = _float_mask(attention_mask(SEQ, SEQ, "cpu", causal=True, chunk=4))
-    positions = torch.arange(SEQ)
-    expected, _ = theirs(
+    expected = _output_and_gradients(
+        theirs,
         x,
-        position_embeddings=None,
-        attention_mask=mask,
-        cache_position=positions,
-        position_ids=positions[None],
+        lambda m, h: m(h, position_embeddings=cos_sin, attention_mask=mask)[0],
+        cotangent,
+        ("sinks",),
     )
-    # transformers computes the factors of float32 positions in float32: agreement to that rounding
-    torch.testing.assert_close(ours(x), expected, atol=1e-7, rtol=1e-5)
-    untempered = load_attention(
-        MultiHeadAttention(HIDDEN, HEADS, n_kv_heads=KV_HEADS, chunk=4).double(), theirs
+    got = _output_and_gradients(ours, x, lambda m, h: m(h), cotangent, ("sinks",))
+    # transformers' rotary tables are float32 (its inv_freq): agreement to their rounding, not float64's
+    _assert_close_to_float32_rounding(got, expected, ("sinks",))
+    unsunk = load_attention(
+        MultiHeadAttention(
+            HIDDEN, HEADS, n_kv_heads=KV_HEADS, bias=True, window=window, encoding=ours.encoding
+        ).double(),
+        theirs,
     )
-    assert (untempered(x) - expected).abs().max() > 1e-3  # the factor moves within these positions
+    assert (unsunk(x) - expected[0]).abs().max() > 1e-3  # the sinks take weight at these logits
 
 
 def test_gemma3_local_and_global_layers_rotate_as_its_rotary_embedding_per_layer_type():
@@ -163,22 +137,30 @@ def test_gemma3_local_and_global_layers_rotate_as_its_rotary_embedding_per_layer
         )
 
 
-def _output_and_gradients(module, x: torch.Tensor, run, cotangent: torch.Tensor) -> list[torch.Tensor]:
-    """The output of ``run(module, x)`` and the gradients of ⟨output, cotangent⟩ with respect to x and to
-    the q/k/v/o weights (read in that order, whichever module names its output projection)."""
+def _output_and_gradients(
+    module, x: torch.Tensor, run, cotangent: torch.Tensor, parameters: tuple[str, ...] = ()
+) -> list[torch.Tensor]:
+    """The output of ``run(module, x)`` and the gradients of ⟨output, cotangent⟩ with respect to x, to the
+    q/k/v/o weights (read in that order, whichever module names its output projection) and to the named
+    ``parameters`` the two modules share by name (``sinks``, ``q_norm.weight`` …)."""
     x = x.detach().clone().requires_grad_(True)
     out = run(module, x)
     weights = [module.q_proj.weight, module.k_proj.weight, module.v_proj.weight]
     weights.append(module.o_proj.weight if hasattr(module, "o_proj") else module.out_proj.weight)
+    weights += [module.get_parameter(name) for name in parameters]
     grads = torch.autograd.grad((out * cotangent).sum(), [x, *weights])
     return [out.detach(), *grads]
 
 
-def _assert_close_to_float32_rounding(got: list[torch.Tensor], expected: list[torch.Tensor]) -> None:
+def _assert_close_to_float32_rounding(
+    got: list[torch.Tensor], expected: list[torch.Tensor], parameters: tuple[str, ...] = ()
+) -> None:
     """Output and gradients (as :func:`_output_and_gradients` lists them) within float32 rounding: transformers'
-    eager layers take the softmax in float32 (and their rotary angles too), so each differs from float64 by
-    about one float32 ulp of its scale (measured: under 1e-7 × the tensor's largest entry); allowed 1e-6 ×."""
-    for name, mine, reference in zip(("output", "x", "q", "k", "v", "o"), got, expected, strict=True):
+    eager layers take the softmax in float32 (and their rotary angles and norms too), so each differs from
+    float64 by a few float32 ulps of its scale (measured: under 3e-7 × the tensor's largest entry);
+    allowed 1e-6 ×."""
+    names = ("output", "x", "q", "k", "v", "o", *parameters)
+    for name, mine, reference in zip(names, got, expected, strict=True):
         scale = reference.abs().max().item()
         torch.testing.assert_close(
             mine, reference, atol=1e-6 * scale, rtol=1e-5, msg=lambda m, n=name: f"{n}: {m}"
@@ -301,3 +283,53 @@ def test_ministral3_query_scaling_past_its_threshold_matches_its_attention_with_
         MultiHeadAttention(HIDDEN, HEADS, n_kv_heads=KV_HEADS, encoding=rope).double(), theirs
     )
     assert (untempered(x, positions=positions) - expected[0]).abs().max() > 1e-3
+
+
+def _llama4_config(**kwargs):
+    from transformers.models.llama4.configuration_llama4 import Llama4TextConfig
+
+    config = Llama4TextConfig(
+        hidden_size=HIDDEN,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        head_dim=HEAD_DIM,
+        num_hidden_layers=4,
+        no_rope_layers=[1, 1, 1, 0],
+        attention_chunk_size=4,
+        **kwargs,
+    )
+    config._attn_implementation = "eager"
+    return config
+
+
+def test_llama4_nope_layer_with_temperature_tuning_matches_its_attention_with_gradients():
+    from transformers.models.llama4.modeling_llama4 import Llama4TextAttention
+
+    config = _llama4_config(use_qk_norm=True, floor_scale=4, attn_scale=0.5, attn_temperature_tuning=True)
+    assert config.layer_types[3] == "full_attention"  # NoPE layers attend to every key
+    torch.manual_seed(0)
+    theirs = Llama4TextAttention(config, layer_idx=3).double().eval()
+    assert not theirs.use_rope and not hasattr(theirs, "qk_norm")  # no QK-norm on NoPE layers
+    schedule = Llama4Temperature(floor_scale=config.floor_scale, attn_scale=config.attn_scale)
+    ours = load_attention(
+        MultiHeadAttention(HIDDEN, HEADS, n_kv_heads=KV_HEADS, temperature=schedule).double(), theirs
+    )
+    x = torch.randn(2, SEQ, HIDDEN, dtype=torch.float64)
+    cotangent = torch.randn(2, SEQ, HIDDEN, dtype=torch.float64)
+    mask = _float_mask(attention_mask(SEQ, SEQ, "cpu", causal=True))
+    positions = torch.arange(SEQ)  # its temperature counts the tokens from 0, whatever position_ids say
+
+    def run(module, h):
+        return module(
+            h,
+            position_embeddings=None,
+            attention_mask=mask,
+            cache_position=positions,
+            position_ids=positions[None],
+        )[0]
+
+    expected = _output_and_gradients(theirs, x, run, cotangent)
+    # transformers computes the factors of float32 positions in float32: agreement to that rounding
+    _assert_close_to_float32_rounding(_output_and_gradients(ours, x, lambda m, h: m(h), cotangent), expected)
+    untempered = load_attention(MultiHeadAttention(HIDDEN, HEADS, n_kv_heads=KV_HEADS).double(), theirs)
+    assert (untempered(x) - expected[0]).abs().max() > 1e-3  # the factor moves within these positions
