@@ -146,12 +146,15 @@ def _line(start: int | torch.Tensor, seq_len: int, device: torch.device) -> torc
 
 @dataclass(frozen=True)
 class RotarySpectrum:
-    """What a rotation turns: its rotated channels r, the base of its unscaled θ_k = base^(−2k/r) and the
-    layout pairing its channels (``"half"``: k with k + r/2; ``"interleaved"``: 2k with 2k + 1)."""
+    """What a rotation turns: its rotated channels r, the base of its unscaled θ_k = base^(−2k/r), the
+    layout pairing its channels (``"half"``: k with k + r/2; ``"interleaved"``: 2k with 2k + 1), counted
+    from the first rotated channel, and where the d − r channels that do not turn sit: ``"last"``, after
+    the rotated ones (GPT-NeoX; the default), or ``"first"``, before them (LTX-Video)."""
 
     rotary_dim: int
     base: float
     layout: str
+    unrotated: str = "last"
 
 
 def defined_views(cls: type[PositionalEncoding]) -> frozenset[str]:

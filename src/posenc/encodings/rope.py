@@ -304,8 +304,8 @@ class RotaryEncoding(PositionalEncoding):
         )
 
     def rotary_spectrum(self) -> RotarySpectrum:
-        """``rotary_dim``, ``base`` (RoPE-Mixed: of its initial magnitudes) and ``layout``."""
-        return RotarySpectrum(self.rotary_dim, self.base, self.layout)
+        """``rotary_dim``, ``base`` (RoPE-Mixed: of its initial magnitudes), ``layout`` and ``unrotated``."""
+        return RotarySpectrum(self.rotary_dim, self.base, self.layout, self.unrotated)
 
     def frequency_pieces(self) -> torch.Tensor | None:
         """θ_k (as scaled) as float64 pieces ``[r/2, 4]``; None for dynamic NTK and LongRoPE's two sets,
