@@ -98,6 +98,30 @@ def test_c_kernel_rounds_bfloat16_once_from_the_float32_result(layout, inplace, 
 
 
 @needs_native
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("projected", [False, True])
+@pytest.mark.parametrize("rotary_dim", [None, 64])
+def test_streamed_outputs_in_either_row_order_are_the_reference_rotation(
+    dtype, layout, projected, rotary_dim, monkeypatch
+):
+    """Outputs written with non-temporal stores (any size here), for [b, h, s, d] and for the [b, s, h, d]
+    projection viewed as [b, h, s, d] (rows visited heads first), equal the rotation rounded once."""
+    monkeypatch.setattr(rope_cpu, "_STREAM_MIN_BYTES", 0)
+    generator = torch.Generator().manual_seed(3)
+    shape = (2, 37, 4, 128) if projected else (2, 4, 37, 128)
+    q, k = (torch.randn(shape, generator=generator).to(dtype) for _ in range(2))
+    if projected:
+        q, k = q.transpose(1, 2), k.transpose(1, 2)  # [b, h, s, d], heads 128 elements apart
+    cos, sin = _angles(37, rotary_dim or 128)
+    got = apply_rope_qk(q, k, cos, sin, layout=layout, rotary_dim=rotary_dim, backend="native")
+    for g, x in zip(got, (q, k), strict=True):
+        expected = apply_rope(x.float(), cos, sin, layout=layout, rotary_dim=rotary_dim, backend="eager")
+        assert g.stride() == x.stride()
+        assert torch.equal(g, expected.to(dtype))
+
+
+@needs_native
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_results_below_float32s_normal_range_round_as_torch_rounds_them(layout):
     """AVX512-BF16's conversion flushes float32 denormals to zero; torch rounds them to bfloat16's."""

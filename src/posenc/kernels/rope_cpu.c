@@ -7,9 +7,15 @@
  * for the whole batch). With conjugate != 0 the rotation is by minus the angle (sin negated): the
  * gradient of the rotation. Channels [2n, d) are copied when out != x. Strides are in elements; the
  * channel stride is 1. Returns 0, or 1 (nothing written) where its working memory cannot be had.
+ * With stream != 0 (asked for outputs larger than the caches, out != x) the rotated rows are written
+ * with non-temporal stores where every row starts on a 64-byte line: a store then needs no read of
+ * the line it fills, which a plain store does (read for ownership), so the kernel moves the bytes a
+ * copy moves (read x, write out) instead of reading out as well.
  *
- * Work is split into blocks of positions of one batch row (TABLE_BYTES of cos/sin), heads innermost,
- * so every head reads the block's cos/sin rows from L1. Tables of another type than the arithmetic
+ * Work is split into blocks of positions of one batch row (TABLE_BYTES of cos/sin); within a block
+ * the rows are visited in the order they lie in memory (heads innermost for [b, h, s, d], positions
+ * innermost for the [b, s, h, d] projection viewed as [b, h, s, d]), and every head reads the
+ * block's cos/sin rows from L1. Tables of another type than the arithmetic
  * one (float64 tables for float32 arithmetic) are converted once per block into a thread's own.
  *
  * Numerics:
@@ -20,11 +26,17 @@
  * - bfloat16: float32 arithmetic on the tables rounded once to float32, rounded once to bfloat16, to
  *   nearest even as torch rounds (float32 denormals included); NaN stays NaN.
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define TABLE_BYTES 16384
+/* Where a block visits one head's positions in a run (positions innermost in memory) and the rows are
+ * at least as wide as their tables (float32, float64), the tables are read from L2 instead: long runs
+ * keep the hardware prefetchers on one stream per head. Narrower rows (bfloat16, whose float32 tables
+ * are twice their bytes) keep L1 blocks and prefetch the next head's rows one block of rows ahead. */
+#define RUN_TABLE_BYTES (1 << 19)
 
 static inline float bf16_load(const uint16_t *p) {
     uint32_t u = (uint32_t)*p << 16;
@@ -46,7 +58,8 @@ static inline uint16_t bf16_round(float f) { /* nearest even, as torch rounds; N
  * every call site, so each gets its own loop without a sign in it. */
 #define ROW_GENERIC(T, SUFFIX)                                                                     \
     static inline void row_half_##SUFFIX(const T *x, T *o, const T *c, const T *s, int64_t n,     \
-                                         int conj) {                                               \
+                                         int conj, int st) {                                       \
+        (void)st; /* plain stores: the compiler's loop */                                          \
         _Pragma("GCC ivdep") for (int64_t k = 0; k < n; k++) {                                     \
             T x1 = x[k], x2 = x[k + n], sk = conj ? -s[k] : s[k];                                  \
             o[k] = x1 * c[k] - x2 * sk;                                                            \
@@ -54,7 +67,8 @@ static inline uint16_t bf16_round(float f) { /* nearest even, as torch rounds; N
         }                                                                                          \
     }                                                                                              \
     static inline void row_interleaved_##SUFFIX(const T *x, T *o, const T *c, const T *s,         \
-                                                int64_t n, int conj) {                             \
+                                                int64_t n, int conj, int st) {                     \
+        (void)st;                                                                                  \
         _Pragma("GCC ivdep") for (int64_t k = 0; k < n; k++) {                                     \
             T x1 = x[2 * k], x2 = x[2 * k + 1], sk = conj ? -s[k] : s[k];                          \
             o[2 * k] = x1 * c[k] - x2 * sk;                                                        \
@@ -68,6 +82,13 @@ ROW_GENERIC(double, f64)
 #include <immintrin.h>
 #define F32_SIMD 1
 
+/* A 64-byte store, non-temporal where ST (a literal at every call site; the address is then aligned). */
+#define STORE_PS(p, v, ST) ((ST) ? _mm512_stream_ps((p), (v)) : _mm512_storeu_ps((p), (v)))
+#define STORE_SI512(p, v, ST)                                                                      \
+    ((ST) ? _mm512_stream_si512((void *)(p), (v)) : _mm512_storeu_si512((void *)(p), (v)))
+#define STORE_SI256(p, v, ST)                                                                      \
+    ((ST) ? _mm256_stream_si256((__m256i *)(p), (v)) : _mm256_storeu_si256((__m256i *)(p), (v)))
+
 static inline __m512 sin_load(const float *s, int conj) { /* 16 sin values, negated for the conjugate */
     __m512i bits = _mm512_castps_si512(_mm512_loadu_ps(s));
     return _mm512_castsi512_ps(_mm512_xor_si512(bits, _mm512_set1_epi32(conj ? (int)0x80000000u : 0)));
@@ -75,13 +96,13 @@ static inline __m512 sin_load(const float *s, int conj) { /* 16 sin values, nega
 
 /* 16 pairs at a time; all loads of a step come before its stores (o may be x). */
 static inline void row_half_f32(const float *x, float *o, const float *c, const float *s, int64_t n,
-                                int conj) {
+                                int conj, int st) {
     int64_t k = 0;
     for (; k + 16 <= n; k += 16) {
         __m512 ck = _mm512_loadu_ps(c + k), sk = sin_load(s + k, conj);
         __m512 x1 = _mm512_loadu_ps(x + k), x2 = _mm512_loadu_ps(x + k + n);
-        _mm512_storeu_ps(o + k, _mm512_sub_ps(_mm512_mul_ps(x1, ck), _mm512_mul_ps(x2, sk)));
-        _mm512_storeu_ps(o + k + n, _mm512_add_ps(_mm512_mul_ps(x2, ck), _mm512_mul_ps(x1, sk)));
+        STORE_PS(o + k, _mm512_sub_ps(_mm512_mul_ps(x1, ck), _mm512_mul_ps(x2, sk)), st);
+        STORE_PS(o + k + n, _mm512_add_ps(_mm512_mul_ps(x2, ck), _mm512_mul_ps(x1, sk)), st);
     }
     for (; k < n; k++) {
         float x1 = x[k], x2 = x[k + n], sk = conj ? -s[k] : s[k];
@@ -91,7 +112,7 @@ static inline void row_half_f32(const float *x, float *o, const float *c, const 
 }
 
 static inline void row_interleaved_f32(const float *x, float *o, const float *c, const float *s, int64_t n,
-                                       int conj) {
+                                       int conj, int st) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     const __m512i low = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
@@ -103,8 +124,8 @@ static inline void row_interleaved_f32(const float *x, float *o, const float *c,
         __m512 ck = _mm512_loadu_ps(c + k), sk = sin_load(s + k, conj);
         __m512 y1 = _mm512_sub_ps(_mm512_mul_ps(x1, ck), _mm512_mul_ps(x2, sk));
         __m512 y2 = _mm512_add_ps(_mm512_mul_ps(x2, ck), _mm512_mul_ps(x1, sk));
-        _mm512_storeu_ps(o + 2 * k, _mm512_permutex2var_ps(y1, low, y2));
-        _mm512_storeu_ps(o + 2 * k + 16, _mm512_permutex2var_ps(y1, high, y2));
+        STORE_PS(o + 2 * k, _mm512_permutex2var_ps(y1, low, y2), st);
+        STORE_PS(o + 2 * k + 16, _mm512_permutex2var_ps(y1, high, y2), st);
     }
     for (; k < n; k++) {
         float x1 = x[2 * k], x2 = x[2 * k + 1], sk = conj ? -s[k] : s[k];
@@ -173,7 +194,7 @@ static inline __m512i bf16x16_pairs(__m512 even, __m512 odd) { /* 16 pairs (even
 #endif
 
 static inline void row_half_bf16(const uint16_t *x, uint16_t *o, const float *c, const float *s, int64_t n,
-                                 int conj) {
+                                 int conj, int st) {
     int64_t k = 0;
 #if BF16_SIMD
     for (; k + 32 <= n; k += 32) { /* all loads before the stores: o may be x */
@@ -185,17 +206,19 @@ static inline void row_half_bf16(const uint16_t *x, uint16_t *o, const float *c,
                                    _mm512_sub_ps(_mm512_mul_ps(a1, c1), _mm512_mul_ps(b1, s1)));
         __m512i y2 = bf16x32_round(_mm512_add_ps(_mm512_mul_ps(b0, c0), _mm512_mul_ps(a0, s0)),
                                    _mm512_add_ps(_mm512_mul_ps(b1, c1), _mm512_mul_ps(a1, s1)));
-        _mm512_storeu_si512((void *)(o + k), y1);
-        _mm512_storeu_si512((void *)(o + k + n), y2);
+        STORE_SI512(o + k, y1, st);
+        STORE_SI512(o + k + n, y2, st);
     }
     for (; k + 16 <= n; k += 16) {
         __m512 ck = _mm512_loadu_ps(c + k), sk = sin_load(s + k, conj);
         __m512 x1 = bf16x16_load(x + k), x2 = bf16x16_load(x + k + n);
         __m256i y1 = bf16x16_round(_mm512_sub_ps(_mm512_mul_ps(x1, ck), _mm512_mul_ps(x2, sk)));
         __m256i y2 = bf16x16_round(_mm512_add_ps(_mm512_mul_ps(x2, ck), _mm512_mul_ps(x1, sk)));
-        _mm256_storeu_si256((__m256i *)(o + k), y1);
-        _mm256_storeu_si256((__m256i *)(o + k + n), y2);
+        STORE_SI256(o + k, y1, st);
+        STORE_SI256(o + k + n, y2, st);
     }
+#else
+    (void)st;
 #endif
 #pragma GCC ivdep
     for (; k < n; k++) { /* the tail (all without AVX-512) */
@@ -215,7 +238,7 @@ static inline void tail_interleaved_bf16(const uint16_t *x, uint16_t *o, const f
 }
 
 static inline void row_interleaved_bf16(const uint16_t *x, uint16_t *o, const float *c, const float *s,
-                                        int64_t n, int conj) {
+                                        int64_t n, int conj, int st) {
     int64_t k = 0;
 #if BF16_SIMD
     const __m512i high = _mm512_set1_epi32((int)0xFFFF0000u);
@@ -226,8 +249,10 @@ static inline void row_interleaved_bf16(const uint16_t *x, uint16_t *o, const fl
         __m512 ck = _mm512_loadu_ps(c + k), sk = sin_load(s + k, conj);
         __m512 y1 = _mm512_sub_ps(_mm512_mul_ps(x1, ck), _mm512_mul_ps(x2, sk));
         __m512 y2 = _mm512_add_ps(_mm512_mul_ps(x2, ck), _mm512_mul_ps(x1, sk));
-        _mm512_storeu_si512((void *)(o + 2 * k), bf16x16_pairs(y1, y2));
+        STORE_SI512(o + 2 * k, bf16x16_pairs(y1, y2), st);
     }
+#else
+    (void)st;
 #endif
     if (k < n) /* the tail (all of the row without AVX-512) */
         tail_interleaved_bf16(x + 2 * k, o + 2 * k, c + k, s + k, n - k, conj);
@@ -244,43 +269,90 @@ static inline int omp_thread(void) { return 0; }
 
 /* Positions per block: as many as fit TABLE_BYTES of cos/sin, and few enough for every thread to get
  * blocks of its own. */
-static int64_t block_rows(int64_t nb, int64_t ns, int64_t n, size_t size, int threads) {
-    int64_t fit = TABLE_BYTES / (int64_t)(2 * size) / (n > 0 ? n : 1);
+static int64_t block_rows(int64_t nb, int64_t ns, int64_t n, size_t size, int threads, int runs) {
+    int64_t fit = (runs ? RUN_TABLE_BYTES : TABLE_BYTES) / (int64_t)(2 * size) / (n > 0 ? n : 1);
     int64_t share = nb * ns / (2 * (int64_t)(threads > 1 ? threads : 1));
     int64_t rows = fit < share ? fit : share;
     return rows > 1 ? rows : 1;
 }
 
-/* The rows of one block of positions s0 … s1 − 1 of batch row b, every head, N pairs per row. */
-#define ROWS_OF(ROW, T, CONJ, N)                                                                    \
-    for (int64_t h = 0; h < nh; h++)                                                                \
-        for (int64_t s = s0; s < s1; s++) {                                                         \
-            const T *xr = x + b * xb + h * xh + s * xs;                                             \
-            T *o = out + b * ob + h * oh + s * os;                                                  \
-            ROW(xr, o, tc + (s - s0) * (N), ts + (s - s0) * (N), (N), CONJ);                        \
-            if (o != xr && d > 2 * (N))                                                             \
-                memcpy(o + 2 * (N), xr + 2 * (N), (size_t)(d - 2 * (N)) * sizeof(T));               \
-        }
+/* One row: position s of head h of batch row b, N pairs. */
+#define ROW_AT(ROW, T, CONJ, ST, N)                                                                 \
+    {                                                                                               \
+        const T *xr = x + b * xb + h * xh + s * xs;                                                 \
+        T *o = out + b * ob + h * oh + s * os;                                                      \
+        ROW(xr, o, tc + (s - s0) * (N), ts + (s - s0) * (N), (N), CONJ, ST);                        \
+        if (o != xr && d > 2 * (N))                                                                 \
+            memcpy(o + 2 * (N), xr + 2 * (N), (size_t)(d - 2 * (N)) * sizeof(T));                   \
+    }
+
+/* The rows of one block of positions s0 … s1 − 1 of batch row b, every head, in the order the output
+ * lies in memory (heads innermost when they are closer together than positions); one loop, so that
+ * each row function is inlined once per width. Without long runs (see RUN_TABLE_BYTES) the row one
+ * block of rows ahead (the next head's, or the next block's) is prefetched. */
+#define ROWS_OF(ROW, T, CONJ, ST, N)                                                                \
+    for (int64_t i = 0, h = 0, s = s0; i < nh * (s1 - s0); i++) {                                   \
+        if (!heads_inner && !runs) {                                                                \
+            const char *ahead =                                                                     \
+                (const char *)(x + b * xb + (h + 1 < nh ? (h + 1) * xh + s * xs : (s + s1 - s0) * xs)); \
+            for (size_t line = 0; line < 2 * (N) * sizeof(T); line += 64)                           \
+                __builtin_prefetch(ahead + line);                                                   \
+        }                                                                                           \
+        ROW_AT(ROW, T, CONJ, ST, N)                                                                 \
+        if (heads_inner) {                                                                          \
+            if (++h == nh)                                                                          \
+                h = 0, s++;                                                                         \
+        } else if (++s == s1) {                                                                     \
+            s = s0, h++;                                                                            \
+        }                                                                                           \
+    }
 
 /* The usual widths (heads of 64, 128 and 256 channels) get rows unrolled for their N: a row is only
  * a few vectors, and a loop's bookkeeping around them costs about a fifth of the time. */
-#define BLOCK(ROW, T, CONJ)                                                                         \
+#define WIDTHS(ROW, T, CONJ, ST)                                                                    \
     switch (n) {                                                                                    \
-    case 32: ROWS_OF(ROW, T, CONJ, 32) break;                                                       \
-    case 64: ROWS_OF(ROW, T, CONJ, 64) break;                                                       \
-    case 128: ROWS_OF(ROW, T, CONJ, 128) break;                                                     \
-    default: ROWS_OF(ROW, T, CONJ, n)                                                               \
+    case 32: ROWS_OF(ROW, T, CONJ, ST, 32) break;                                                   \
+    case 64: ROWS_OF(ROW, T, CONJ, ST, 64) break;                                                   \
+    case 128: ROWS_OF(ROW, T, CONJ, ST, 128) break;                                                 \
+    default: ROWS_OF(ROW, T, CONJ, ST, n)                                                           \
     }
+
+#define BLOCK(ROW, T, CONJ)                                                                         \
+    if (stream) {                                                                                   \
+        WIDTHS(ROW, T, CONJ, 1)                                                                     \
+        STREAM_FENCE();                                                                             \
+    } else {                                                                                        \
+        WIDTHS(ROW, T, CONJ, 0)                                                                     \
+    }
+
+#if F32_SIMD
+#define STREAM_FENCE() _mm_sfence() /* the block's non-temporal stores are visible before it ends */
+#else
+#define STREAM_FENCE() ((void)0)
+#endif
+
+/* Whether every row of out starts on a 64-byte line and every vector store of a row fills whole
+ * aligned lanes: the condition for non-temporal stores (only the AVX-512 rows make them). */
+static int stream_aligned(const void *out, size_t size, int64_t n, int64_t ob, int64_t oh, int64_t os) {
+    const int64_t line = 64;
+    return F32_SIMD && (uintptr_t)out % line == 0 && (int64_t)(n * size) % line == 0 &&
+           (int64_t)(ob * size) % line == 0 && (int64_t)(oh * size) % line == 0 &&
+           (int64_t)(os * size) % line == 0;
+}
 
 #define KERNEL(NAME, ROW, T, A, C)                                                                  \
     int posenc_rope_##NAME(const T *x, T *out, const C *cos, const C *sin, int64_t nb, int64_t nh,  \
                            int64_t ns, int64_t d, int64_t n, int64_t xb, int64_t xh, int64_t xs,    \
                            int64_t ob, int64_t oh, int64_t os, int64_t cb, int conjugate,           \
-                           int threads) {                                                           \
+                           int threads, int stream) {                                               \
         if (threads < 1)                                                                            \
             threads = 1;                                                                            \
+        stream = stream && (const void *)out != (const void *)x &&                                  \
+                 stream_aligned(out, sizeof(T), n, ob, oh, os);                                     \
+        const int heads_inner = nh > 1 && (oh < 0 ? -oh : oh) < (os < 0 ? -os : os);               \
+        const int runs = !heads_inner && sizeof(T) >= sizeof(A);                                    \
         const int convert = sizeof(A) != sizeof(C);                                                 \
-        const int64_t rows = block_rows(nb, ns, n, sizeof(A), threads);                             \
+        const int64_t rows = block_rows(nb, ns, n, sizeof(A), threads, runs);                       \
         const int64_t blocks = (ns + rows - 1) / rows, each = 2 * rows * n; /* table elements */    \
         A *tables = convert ? malloc((size_t)threads * (size_t)each * sizeof(A)) : NULL;            \
         if (convert && tables == NULL)                                                              \

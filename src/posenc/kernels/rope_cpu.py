@@ -6,7 +6,7 @@ layout, rotary width, CPU tensors, cos/sin without gradient, memory safe to writ
 those, which pick this backend (``backend="native"``, or ``"auto"`` for CPU tensors).
 
 The C source, ``rope_cpu.c`` beside this module (package data), is compiled by the system C compiler
-(``$CC``, ``cc``, ``gcc`` or ``clang``) the first time it is needed, about 0.3 s, and cached on disk
+(``$CC``, ``cc``, ``gcc`` or ``clang``) the first time it is needed (a few seconds) and cached on disk
 (``$POSENC_CACHE_DIR``, default ``~/.cache/posenc``), keyed by source, compiler, flags and CPU. Where no
 compiler works, or ``POSENC_NATIVE=0``, or for dtypes the kernel lacks (float16), this backend runs its
 own torch fallback: a complex multiply for interleaved pairs, ``out=`` and in-place multiply-adds for
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import itertools
 import logging
 import os
 import platform
@@ -60,6 +61,10 @@ _log = logging.getLogger(__name__)
 
 #: Below this many elements per tensor the kernel runs on one thread (thread start-up would dominate).
 _PARALLEL_MIN_ELEMENTS = 1 << 15
+#: From this many bytes per output (more than a core's L2) the kernel writes it with non-temporal
+#: stores: the output would leave the caches anyway, and a plain store first reads the line it fills,
+#: a third pass over memory that a copy does not make.
+_STREAM_MIN_BYTES = 4 << 20
 
 #: x dtype -> (C name of x's type, the table dtypes its kernels read; others are cast to the first).
 _KERNEL_DTYPES = {
@@ -68,6 +73,7 @@ _KERNEL_DTYPES = {
     torch.float64: ("f64", (torch.float64,)),
 }
 _C_NAMES = {torch.float32: "f32", torch.float64: "f64"}
+_LAYOUTS = ("half", "interleaved")
 _SOURCE_NAME = "rope_cpu.c"
 _BASE_FLAGS = ("-O3", "-ffp-contract=off", "-fPIC", "-shared")
 #: Tried in order; the first that compiles wins (no OpenMP: one thread; no -march=native: generic SIMD).
@@ -257,7 +263,11 @@ def _native(
     rotary_dim: int,
     conjugate: bool,
     geometry: tuple[int, ...],
+    stream: bool | None = None,
 ) -> None:
+    """Rotate x into out with the C kernel; ``stream``: non-temporal stores (default: for an output of
+    :data:`_STREAM_MIN_BYTES` or more that is not x; the kernel keeps plain stores where rows are not
+    aligned to cache lines)."""
     nb, nh, ns, batched = geometry
     if nb * nh * ns == 0:
         return
@@ -267,6 +277,8 @@ def _native(
     cos = cos.to(table_dtype).contiguous()  # [(b,) s, r/2]: read as they are where the kernel can
     sin = sin.to(table_dtype).contiguous()
     threads = torch.get_num_threads() if x.numel() >= _PARALLEL_MIN_ELEMENTS else 1
+    if stream is None:
+        stream = out.data_ptr() != x.data_ptr() and out.numel() * out.element_size() >= _STREAM_MIN_BYTES
     kernel = getattr(lib, f"posenc_rope_{layout}_{suffix}_{_C_NAMES[table_dtype]}")
     failed = kernel(
         x.data_ptr(),
@@ -283,6 +295,7 @@ def _native(
         ns * half if batched else 0,
         int(conjugate),
         threads,
+        int(stream),
     )
     if failed:  # it wrote nothing
         raise MemoryError(f"the RoPE C kernel could not allocate its cos/sin tables ({threads} threads)")
@@ -458,11 +471,11 @@ def _compile(text: str, compiler: str, flags: tuple[str, ...], path: Path) -> No
 def _load(path: Path) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(path))
     pointer, index = ctypes.c_void_p, ctypes.c_int64
-    for layout in ("half", "interleaved"):
+    for layout in _LAYOUTS:
         for suffix, tables in _KERNEL_DTYPES.values():
             for table in tables:
                 kernel = getattr(lib, f"posenc_rope_{layout}_{suffix}_{_C_NAMES[table]}")
-                kernel.argtypes = [pointer] * 4 + [index] * 12 + [ctypes.c_int, ctypes.c_int]
+                kernel.argtypes = [pointer] * 4 + [index] * 12 + [ctypes.c_int] * 3
                 kernel.restype = ctypes.c_int
     return lib
 
@@ -482,27 +495,29 @@ def _recipe(
 
 
 def _self_test(lib: ctypes.CDLL) -> str:
-    """Empty if the loaded kernel reproduces the reference recipe on a small input, both ways round,
-    else what differed (float32: exactly; bfloat16: the float32 rotation rounded once)."""
+    """Empty if the loaded kernel reproduces the reference recipe on small inputs, both ways round,
+    else what differed (float32: exactly; bfloat16: the float32 rotation rounded once): rows of 108
+    channels of which 102 rotate (each SIMD width, a tail, a rest), and a [b, s, h, d] projection
+    viewed as [b, h, s, d] (heads innermost) written with and without non-temporal stores."""
     generator = torch.Generator().manual_seed(0)
-    x = torch.randn(2, 3, 45, 108, generator=generator)  # [b, h, s, d]: a whole and a partial block of rows
-    x[0, 0, 0] *= 1e-39  # results below float32's normal range: rounded, not flushed to zero
-    x = x.to(torch.bfloat16)
-    angles = torch.rand(45, 51, generator=generator, dtype=torch.float64) * 6.3
-    cos64, sin64 = angles.cos(), angles.sin()  # rotary_dim 102 of 108: each SIMD width, a tail, a rest
-    cos, sin = cos64.float(), sin64.float()
-    geometry = _native_geometry(x, x, cos)
-    for layout in ("half", "interleaved"):
-        for conjugate in (False, True):
-            expected = _recipe(x.float(), cos, -sin if conjugate else sin, layout, 102)
+    rows = torch.randn(2, 3, 45, 108, generator=generator)  # [b, h, s, d]: a whole and a partial block
+    rows[0, 0, 0] *= 1e-39  # results below float32's normal range: rounded, not flushed to zero
+    projected = torch.randn(2, 45, 3, 128, generator=generator).transpose(1, 2)  # [b, h, s, d], strided
+    angles = torch.rand(45, 64, generator=generator, dtype=torch.float64) * 6.3
+    for x, rotary in ((rows.to(torch.bfloat16), 102), (projected.to(torch.bfloat16), 128)):
+        cos64, sin64 = angles[:, : rotary // 2].cos(), angles[:, : rotary // 2].sin()
+        cos, sin = cos64.float(), sin64.float()
+        geometry = _native_geometry(x, x, cos)
+        for layout, conjugate, stream in itertools.product(_LAYOUTS, (False, True), (False, True)):
+            expected = _recipe(x.float(), cos, -sin if conjugate else sin, layout, rotary)
             for t, want in ((x.float(), expected), (x, expected.to(torch.bfloat16))):
                 for tables in ((cos, sin), (cos64, sin64)):  # float64 tables: rounded once to float32
                     got = torch.empty_like(t)
-                    _native(lib, t, got, *tables, layout, 102, conjugate, geometry)  # type: ignore[arg-type]
+                    _native(lib, t, got, *tables, layout, rotary, conjugate, geometry, stream)  # type: ignore[arg-type]
                     if not torch.equal(got, want):
                         return (
-                            f"self-test failed for {t.dtype} with {tables[0].dtype} tables, layout "
-                            f"{layout!r}, conjugate={conjugate}"
+                            f"self-test failed for {t.dtype} of strides {t.stride()} with {tables[0].dtype} "
+                            f"tables, layout {layout!r}, conjugate={conjugate}, stream={stream}"
                         )
     return ""
 
