@@ -13,8 +13,10 @@ import torch
 from posenc.functional.normalized import normalized_grid
 from posenc.lab import train as training
 from posenc.lab.distributed import Context
+from posenc.lab.grid import grid_accuracy
 from posenc.lab.presets import PRESETS, Overrides, run_config
 from posenc.lab.records import Records
+from posenc.lab.report import comparison_markdown
 from posenc.lab.tasks import make_task
 from tests.lab.helpers import lab
 
@@ -72,7 +74,10 @@ def _positions_each_layer_reads(monkeypatch, config) -> list[list[torch.Tensor]]
 
     monkeypatch.setattr(training, "build_model", build)
     torch.manual_seed(1234)  # the draws must come from the run's seed, whatever came before
-    training.train(config, make_task("grid"), Context(0, 1, 0, "spread", torch.device("cpu")), Path("/nope"))
+    outcome = training.train(
+        config, make_task("grid"), Context(0, 1, 0, "spread", torch.device("cpu")), Path("/nope")
+    )
+    grid_accuracy(outcome.model, 8, 2, seed=0)  # evaluation, recorded as one more forward
     return steps
 
 
@@ -82,8 +87,9 @@ def test_one_draw_per_step_moves_every_layer_alike_and_a_seed_repeats_its_draws(
     config = replace(
         config, train=replace(config.train, steps=3, warmup=1), model=replace(config.model, n_layers=2)
     )
-    steps = _positions_each_layer_reads(monkeypatch, config)
+    *steps, evaluation = _positions_each_layer_reads(monkeypatch, config)
     grid = normalized_grid((8, 8))  # DINOv3's declared coordinates of the 8 × 8 training grid
+    assert all(torch.equal(layer, grid) for layer in evaluation)  # evaluation reads the grid as it is
     factors = []
     for layers in steps:
         assert len(layers) == 2 and torch.equal(layers[0], layers[1])  # one draw for the whole forward
@@ -92,11 +98,11 @@ def test_one_draw_per_step_moves_every_layer_alike_and_a_seed_repeats_its_draws(
         assert 0.5 <= float(factor[0, 0]) <= 2.0
         factors.append(float(factor[0, 0]))
     assert len(set(factors)) == 3  # a new draw every step
-    again = _positions_each_layer_reads(monkeypatch, config)
+    *again, _ = _positions_each_layer_reads(monkeypatch, config)
     assert [float((layers[0] / grid)[0, 0]) for layers in again] == factors
 
 
-def test_lab_run_trains_with_the_augmentation_evaluates_without_it_and_the_report_names_it(tmp_path, capsys):
+def test_lab_run_records_the_augmentation_and_the_report_names_its_configuration(tmp_path):
     db = tmp_path / "r.sqlite"
     arguments = ("run", "--preset", "grid", "--encodings", "rope_axial", "--seeds", "0", "--steps", "2")
     arguments += ("--warmup", "1", "--eval-lengths", "8", "--no-progress", "--db", str(db))
@@ -104,9 +110,8 @@ def test_lab_run_trains_with_the_augmentation_evaluates_without_it_and_the_repor
     with Records(db, readonly=True) as records:
         [row] = records.rows(status="done")
     assert row["config"]["coordinate_augmentation"] == [None, None, 2.0]
-    capsys.readouterr()
-    assert lab("report", "--db", str(db)) == 0
-    assert "coordinate_augmentation=None,None,2.0" in capsys.readouterr().out
+    shown = comparison_markdown(db, preset="grid")  # what posenc lab report prints, without its figures
+    assert "coordinate_augmentation=None,None,2.0" in shown and "| rope_axial |" in shown
 
 
 def test_the_option_names_a_bad_part():
