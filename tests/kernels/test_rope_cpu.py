@@ -340,6 +340,34 @@ def test_float32_gradients_are_bit_identical_to_the_reference_autograd(layout):
         assert torch.equal(n.grad, e.grad)
 
 
+@pytest.mark.parametrize("fallback", [False, True])
+@pytest.mark.parametrize("fused", [False, True])
+def test_gradients_arrive_in_the_layout_of_q_and_k_as_the_projection_gives_them(fallback, fused, monkeypatch):
+    """q and k viewed from a [b, s, h·d] projection (or a fused qkv one) with a contiguous gradient from
+    attention: the rotation's backward writes each gradient in its input's layout, so that the views'
+    backward passes it on without a copy, and the projection's gradient is the float64 one."""
+    if fallback:
+        monkeypatch.setattr(rope_cpu, "_state", {"lib": None, "reason": "disabled for this test"})
+    b, s, h, d = 2, 7, 3, 16
+    width = 3 * h * d if fused else h * d
+    projection = torch.randn(b, s, width, dtype=torch.float64).float().requires_grad_()
+    q = projection[..., : h * d].view(b, s, h, d).transpose(1, 2)  # [b, h, s, d], strided
+    k = (projection[..., h * d : 2 * h * d] if fused else projection).view(b, s, h, d).transpose(1, 2)
+    arrived = {}
+    q.register_hook(lambda grad: arrived.__setitem__("q", grad.stride()))
+    k.register_hook(lambda grad: arrived.__setitem__("k", grad.stride()))
+    cos, sin = _angles(s, d)
+    grads = _qk((b, h, s, d), seed=1)  # contiguous, as attention's backward gives them
+    torch.autograd.backward(apply_rope_qk(q, k, cos, sin, backend="native"), grads)
+    dense = torch.empty_like(q).stride()  # q's own strides, or dense ones in their order (fused)
+    assert arrived == {"q": dense, "k": dense}
+    expected = torch.zeros(b, s, width, dtype=torch.float64)
+    for grad, start in ((grads[0], 0), (grads[1], h * d if fused else 0)):
+        exact = apply_rope(grad.double(), cos.double(), -sin.double(), backend="eager")  # R(−θ)·grad
+        expected[..., start : start + h * d] += exact.transpose(1, 2).reshape(b, s, h * d)
+    torch.testing.assert_close(projection.grad.double(), expected, atol=1e-6, rtol=1e-6)
+
+
 def test_double_backward_rotates_forward_again():
     (x,) = _qk((1, 2, 5, 8))[:1]
     x.requires_grad_()

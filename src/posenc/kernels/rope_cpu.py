@@ -113,7 +113,7 @@ def apply_rope_native(
     if not _eager(x, cos, sin):
         return _OPS.rotate(x, cos, sin, layout, rotary_dim, inplace)
     if _rope_ops.needs_grad(x):
-        (rotated,) = _Rotation.apply(layout, rotary_dim, False, x, cos, sin)
+        (rotated,) = _Rotation.apply(layout, rotary_dim, False, None, x, cos, sin)
         return x.copy_(rotated) if inplace else rotated
     out = x if inplace else torch.empty_like(x)
     _launch([(x, out, cos, sin)], layout, rotary_dim, False)
@@ -144,7 +144,9 @@ def apply_rope_qk_native(
     if not _eager(q, k, *tables):
         return _OPS.rotate_qk(q, k, tables, layout, rotary_dim, inplace)
     if _rope_ops.needs_grad(q) or _rope_ops.needs_grad(k):
-        q_rotated, k_rotated = _Rotation.apply(layout, rotary_dim, False, q, q_cos, q_sin, k, k_cos, k_sin)
+        q_rotated, k_rotated = _Rotation.apply(
+            layout, rotary_dim, False, None, q, q_cos, q_sin, k, k_cos, k_sin
+        )
         return (q.copy_(q_rotated), k.copy_(k_rotated)) if inplace else (q_rotated, k_rotated)
     q_out, k_out = (q, k) if inplace else (torch.empty_like(q), torch.empty_like(k))
     _launch([(q, q_out, q_cos, q_sin), (k, k_out, k_cos, k_sin)], layout, rotary_dim, False)
@@ -176,17 +178,24 @@ def _eager(*tensors: torch.Tensor) -> bool:
 
 
 class _Rotation(torch.autograd.Function):
-    """Eager autograd around the kernel: ``apply(layout, rotary_dim, conjugate, x, cos, sin, …)``
+    """Eager autograd around the kernel: ``apply(layout, rotary_dim, conjugate, like, x, cos, sin, …)``
     rotates each (x, cos, sin); the backward is the same kernel rotating the gradients back.
+
+    The gradient of each x is written in x's own layout (its strides where x is dense, else dense in
+    the order of its strides, as ``torch.empty_like(x)``), whatever the layout of the gradient that
+    arrives: for q viewed from a ``[b, s, h, d]`` projection, the views' backward is then free, where
+    a contiguous gradient would be copied back into the projection's layout. ``like``: per x, the
+    layout of its output (an empty meta tensor), or None for ``empty_like(x)``.
 
     The custom ops carry the same formula for torch.compile; here the kernel is called without the
     op dispatch, which costs about 100 µs per forward and backward pass.
     """
 
     @staticmethod
-    def forward(ctx, layout: str, rotary_dim: int, conjugate: bool, *flat: torch.Tensor):
+    def forward(ctx, layout: str, rotary_dim: int, conjugate: bool, like: tuple | None, *flat: torch.Tensor):
         items = [flat[i : i + 3] for i in range(0, len(flat), 3)]  # (x, cos, sin) each
-        outs = tuple(torch.empty_like(x) for x, _, _ in items)
+        like = like or (None,) * len(items)
+        outs = tuple(_empty_as(x, shape) for (x, _, _), shape in zip(items, like, strict=True))
         _launch(
             [(x, out, c, s) for (x, c, s), out in zip(items, outs, strict=True)],
             layout,
@@ -195,6 +204,7 @@ class _Rotation(torch.autograd.Function):
         )
         ctx.save_for_backward(*(t for _, c, s in items for t in (c, s)))
         ctx.rotation = layout, rotary_dim, conjugate
+        ctx.like = tuple(torch.empty_like(x, device="meta") for x, _, _ in items)  # no memory held
         return outs
 
     @staticmethod
@@ -202,8 +212,15 @@ class _Rotation(torch.autograd.Function):
         layout, rotary_dim, conjugate = ctx.rotation
         tables = ctx.saved_tensors
         flat = [t for i, grad in enumerate(grads) for t in (grad, tables[2 * i], tables[2 * i + 1])]
-        rotated = _Rotation.apply(layout, rotary_dim, not conjugate, *flat)
-        return None, None, None, *(t for grad in rotated for t in (grad, None, None))
+        rotated = _Rotation.apply(layout, rotary_dim, not conjugate, ctx.like, *flat)
+        return None, None, None, None, *(t for grad in rotated for t in (grad, None, None))
+
+
+def _empty_as(x: torch.Tensor, like: torch.Tensor | None) -> torch.Tensor:
+    """An uninitialised tensor of x's dtype and device in the layout of ``like`` (default: x's own)."""
+    if like is None:
+        return torch.empty_like(x)
+    return torch.empty_strided(like.shape, like.stride(), dtype=x.dtype, device=x.device)
 
 
 def _launch(
