@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -39,6 +40,9 @@ from posenc.functional.rope import (
 
 #: Positions below this are served from a float64 cos/sin cache grown on demand; others computed.
 CACHE_POSITIONS = 1 << 16
+#: Runs of positions whose cos/sin the module keeps in the dtype the kernels read (least recently used
+#: dropped first): a model's layers and steps of one length share one entry.
+KERNEL_TABLES = 8
 #: Where the channels that do not turn sit (``unrotated``): after the rotated ones, or before them.
 UNROTATED = ("last", "first")
 #: The positions whose angles are exact (negative ones too: cos is even and sin odd).
@@ -57,6 +61,16 @@ def _consecutive(positions: torch.Tensor, smallest: int, largest: int) -> bool:
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two position tensors hold the same positions (no host sync under compile: False there)."""
     return not torch.compiler.is_compiling() and a.shape == b.shape and torch.equal(a, b)
+
+
+class _KernelTables(NamedTuple):
+    """cos/sin of one run of a module's float64 cache in a kernel's dtype, and the cache they were cut
+    from (its two tensors and their version counters when cut): valid only while those are unchanged."""
+
+    source: tuple[torch.Tensor, torch.Tensor]
+    version: tuple[int, int]
+    cos: torch.Tensor
+    sin: torch.Tensor
 
 
 def _given_scheme(scheme: object, d_head: int, given: dict) -> RotaryScheme:
@@ -240,6 +254,8 @@ class RotaryEncoding(PositionalEncoding):
         half = self.rotary_dim // 2
         self.register_buffer("cos_cached", torch.empty(0, half, dtype=torch.float64), persistent=False)
         self.register_buffer("sin_cached", torch.empty(0, half, dtype=torch.float64), persistent=False)
+        #: cos/sin of runs of the float64 cache in the dtype the kernels read (:meth:`_kernel_tables`)
+        self._kernel_cache: dict[tuple, _KernelTables] = {}
         if self.scheme.learned:
             self.mixed_frequencies = nn.Parameter(
                 self.scheme.initial_frequencies().to(torch.get_default_dtype())
@@ -281,6 +297,7 @@ class RotaryEncoding(PositionalEncoding):
 
     def _apply(self, fn, recurse=True):
         super()._apply(fn, recurse)
+        self._kernel_cache.clear()  # another device or dtype: nothing kept may serve it
         if self.inv_freq_pieces.dtype != torch.float64:  # rebuilt exactly, never rounded
             inv_freq, axis, _ = self.scheme.spectrum()
             self.inv_freq_pieces = split_frequencies(inv_freq).to(self.inv_freq_pieces.device)
@@ -415,6 +432,7 @@ class RotaryEncoding(PositionalEncoding):
         return self.cos_cached[positions], self.sin_cached[positions]
 
     def _grow(self, length: int) -> None:
+        self._kernel_cache.clear()
         positions = torch.arange(length, device=self.cos_cached.device)
         angle = reduced_angles_unchecked(positions, self.inv_freq_pieces)  # [n, r/2]
         self.cos_cached = torch.cos(angle) * self.attention_factor
@@ -525,12 +543,44 @@ class RotaryEncoding(PositionalEncoding):
         seq_len = self._call_length(q_positions, k_positions) if self.scheme.follows_length else None
         if self.scheme.switches_factors and self.scheme.longrope_switch == "refuse":
             self._check_no_switch(q_positions, k_positions, seq_len)
-        q_cos, q_sin = self._angles(q_positions, 1.0, reference, seq_len)
+        q_cos, q_sin = self._kernel_tables(*self._angles(q_positions, 1.0, reference, seq_len), q.dtype)
         # The dispatcher picks the kernel: Triton on CUDA, C on CPU (float32 inside, rounded once).
         if not self.xpos and (k_positions is q_positions or _same(q_positions, k_positions)):
             return self._turn(q, k, q_cos, q_sin)  # one table
-        k_cos, k_sin = self._angles(k_positions, -1.0, reference, seq_len)
+        k_cos, k_sin = self._kernel_tables(*self._angles(k_positions, -1.0, reference, seq_len), k.dtype)
         return self._turn(q, k, q_cos, q_sin, k_cos, k_sin)
+
+    def _kernel_tables(
+        self, cos: torch.Tensor, sin: torch.Tensor, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos/sin for heads of ``dtype`` in the dtype the kernels read (float32; float64 for float64
+        heads), kept between calls where they are a run of the float64 cache (consecutive positions).
+
+        The C and Triton kernels read float32 tables for float32, bfloat16 and float16 heads; given
+        float64 ones, the C kernel converts them block by block and the Triton kernel casts them, in
+        every call. The float32 tables are those float64 values rounded once, so every result is the
+        same. An entry is keyed by the run (its offset and length in the cache), the dtype and the
+        device, and serves only while the cache it was cut from is the module's own, unchanged (same
+        tensors, same version counters): a grown, moved, converted or modified cache is never read
+        through an old entry. Anything else (gathered or scaled tables, xPos, tracing) is cast here.
+        """
+        target = torch.float64 if dtype == torch.float64 else torch.float32
+        if cos.dtype == target or torch.compiler.is_compiling():
+            return cos, sin
+        source = (self.cos_cached, self.sin_cached)
+        if cos._base is not source[0] or sin._base is not source[1] or cos.dim() != 2:
+            return cos.to(target), sin.to(target)  # not a run of the cache: cast, not kept
+        key = (cos.storage_offset(), sin.storage_offset(), cos.shape[0], target, cos.device)
+        version = (source[0]._version, source[1]._version)
+        entry = self._kernel_cache.pop(key, None)
+        if entry is None or entry.source[0] is not source[0] or entry.source[1] is not source[1]:
+            entry = None
+        if entry is None or entry.version != version:
+            entry = _KernelTables(source, version, cos.to(target), sin.to(target))
+        self._kernel_cache[key] = entry  # last: the most recently used
+        while len(self._kernel_cache) > KERNEL_TABLES:
+            self._kernel_cache.pop(next(iter(self._kernel_cache)))
+        return entry.cos, entry.sin
 
     def _turn(
         self,
