@@ -56,7 +56,13 @@ def test_training_times_forward_and_backward_against_the_floor_and_the_reference
     assert set(entries) == {
         (d, layout) for d in ("float32", "bfloat16") for layout in ("half", "interleaved")
     }
-    assert list(result["training_candidates"]) == [rope.CLONE, rope.NATIVE, rope.EAGER, rope.ROTARY]
+    assert list(result["training_candidates"]) == [
+        rope.CLONE,
+        rope.NATIVE,
+        rope.EAGER,
+        rope.ROTARY,
+        rope.ROTARY_PROJECTED,
+    ]
     for (dtype, _), entry in entries.items():
         timings = {t["name"]: t for t in entry["timings"]}
         assert list(timings) == list(rope.TRAINING)
@@ -69,6 +75,7 @@ def test_training_times_forward_and_backward_against_the_floor_and_the_reference
         bound = {"float32": 1e-5, "bfloat16": 2**-8 * 8}[dtype]  # float32 math rounded once, |grad| < 8
         assert timings[rope.NATIVE]["max_abs_grad_error_vs_float64"] <= bound
         assert timings[rope.ROTARY]["max_abs_grad_error_vs_float64"] <= bound
+        assert timings[rope.ROTARY_PROJECTED]["max_abs_grad_error_vs_float64"] <= bound
 
 
 def test_the_training_check_catches_a_wrong_gradient(monkeypatch):

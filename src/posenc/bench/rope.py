@@ -50,12 +50,16 @@ ROTARY = "posenc RotaryEncoding.rotate"
 #: The module on positions of one axis and on a grid (axial, M-RoPE): axes change only the cos/sin table.
 ROTARY_AXIAL = "posenc RotaryEncoding.rotate, axial (2 axes)"
 ROTARY_MROPE = "posenc RotaryEncoding.rotate, M-RoPE (t, h, w)"
+#: The module on q and k as posenc's attention passes them: views [b, h, s, d] of a [b, s, h·d] projection.
+ROTARY_PROJECTED = "posenc RotaryEncoding.rotate, q/k viewed from [b, s, h·d]"
 #: Training candidates: forward and backward of rotating q and k (CLONE: q and k, then their gradients).
 TRAINING = {
     CLONE: "clone of q and k, then of their gradients: the floor of any out-of-place forward and backward",
     NATIVE: "backend auto: the C kernel forward, and backward (the gradient rotated by −θ)",
     EAGER: "backend='eager': the reference recipe under autograd",
     ROTARY: "the module itself, its cos/sin from its float64 cache",
+    ROTARY_PROJECTED: "the module on q and k viewed from [b, s, h·d] projections (transposed, not "
+    "contiguous), the gradients taken for the projections",
 }
 #: Largest |candidate − apply_rope| accepted, as a fraction of max |apply_rope| (bf16: a few units).
 AGREEMENT = {torch.float32: 1e-5, torch.bfloat16: 2**-6}
@@ -199,6 +203,12 @@ def _cpu_candidates(
         "HF-style eager": (lambda: hf_style(q, k, cos_full, sin_full, layout), (q, k)),
     }
     candidates.update({name: (run, (q, k)) for name, (run, _) in module_candidates(q, k, layout).items()})
+    q_projected, k_projected = (projected(x) for x in (q, k))
+    rotary, positions = RotaryEncoding(q.shape[-1], layout=layout), torch.arange(q.shape[-2])
+    candidates[ROTARY_PROJECTED] = (
+        lambda: rotary.rotate(q_projected, k_projected, positions, positions),
+        (q_projected, k_projected),
+    )
     skipped: dict[str, str] = {}
     if layout == "interleaved":
         freqs_cis = torch.complex(cos, sin)  # [s, d/2] complex64: e^{iθ}
@@ -212,6 +222,12 @@ def _cpu_candidates(
     else:
         skipped["torch.compile(posenc apply_rope)"] = skipped["torch.compile(HF-style)"] = "not requested"
     return candidates, skipped, (q_in_place, k_in_place)
+
+
+def projected(x: torch.Tensor) -> torch.Tensor:
+    """x's values as posenc's attention passes q and k: a ``[b, h, s, d]`` view of a ``[b, s, h, d]``
+    tensor (the projection ``[b, s, h·d]`` viewed per head), not contiguous."""
+    return x.transpose(1, 2).contiguous().transpose(1, 2)
 
 
 def _grid(s: int) -> tuple[int, int]:
@@ -346,11 +362,24 @@ def _training_steps(
     def step(rotate: Callable[[], tuple[torch.Tensor, torch.Tensor]]) -> Callable[[], tuple]:
         return lambda: torch.autograd.grad(rotate(), leaves, grads)
 
+    b, h, s, d = q.shape
+    projections = tuple(
+        x.transpose(1, 2).reshape(b, s, h * d).requires_grad_() for x in (q, k)
+    )  # [b, s, h·d]
+
+    def heads(x: torch.Tensor) -> torch.Tensor:
+        return x.view(b, s, h, d).transpose(1, 2)  # [b, h, s, d], as attention views a projection
+
+    def projected_step() -> tuple[torch.Tensor, ...]:
+        rotated = rotary.rotate(*(heads(p) for p in projections), positions, positions)
+        return tuple(heads(g) for g in torch.autograd.grad(rotated, projections, grads))
+
     return {
         CLONE: lambda: (q.clone(), k.clone(), grads[0].clone(), grads[1].clone()),
         NATIVE: step(rotated_by("auto")),
         EAGER: step(rotated_by("eager")),
         ROTARY: step(lambda: rotary.rotate(*leaves, positions, positions)),
+        ROTARY_PROJECTED: projected_step,
     }
 
 

@@ -75,6 +75,28 @@ def test_no_training_leaves_the_training_out(cli, tmp_path, monkeypatch):
     assert seen == {"rounds": 41, "compile": False, "training": False}
 
 
+def test_shapes_dtypes_layouts_and_caches_reach_the_bench_when_given(cli, monkeypatch):
+    seen = {}
+
+    def fake_run(**kwargs):
+        seen.update(kwargs)
+        return {
+            "threads": 1,
+            "rounds": 1,
+            "malloc": "default",
+            "caches": {},
+            "native_kernel": "",
+            "cases": [],
+        }
+
+    monkeypatch.setattr(rope, "run", fake_run)
+    argv = ["--shape", "1", "2", "16", "8", "--shape", "2", "2", "8", "8", "--dtype", "bfloat16"]
+    assert cli("bench", "rope", *argv, "--layout", "half", "--cache", "warm", "--no-compile").code == 0
+    assert seen["shapes"] == [[1, 2, 16, 8], [2, 2, 8, 8]] and seen["dtypes"] == ["bfloat16"]
+    assert seen["layouts"] == ["half"] and seen["caches"] == ["warm"]
+    cli("bench", "rope", "--dtype", "float16").assert_refused("--dtype", "float16")
+
+
 def test_bad_rounds_and_json_are_refused_before_any_timing(cli, monkeypatch):
     def timed(**kwargs):
         raise AssertionError("timed before the options were checked")

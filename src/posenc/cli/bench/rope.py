@@ -29,6 +29,23 @@ def configure(subparsers) -> None:
         action="store_true",
         help="leave out the forward + backward timings (CPU)",
     )
+    parser.add_argument(
+        "--shape",
+        type=int,
+        nargs=4,
+        action="append",
+        metavar=("B", "H", "S", "D"),
+        help="(b, h, s, d) of q and k, repeatable (CPU; default 1 16 2048 128 and 4 32 1024 64)",
+    )
+    parser.add_argument(
+        "--dtype", action="append", choices=("float32", "bfloat16"), help="repeatable (CPU; default both)"
+    )
+    parser.add_argument(
+        "--layout", action="append", choices=("half", "interleaved"), help="repeatable (CPU; default both)"
+    )
+    parser.add_argument(
+        "--cache", action="append", choices=("cold", "warm"), help="repeatable (CPU; default both)"
+    )
     add_device(parser, "the Triton kernel against HF's recipe, torch.compile and liger-kernel")
     add_json(parser)
 
@@ -46,7 +63,13 @@ def run(args: argparse.Namespace) -> int:
         write_json(result, json_path)
         _print_cuda(result)
     else:
-        result = rope.run(rounds=rounds, compile=not args.no_compile, training=not args.no_training)
+        chosen = {"shapes": args.shape, "dtypes": args.dtype, "layouts": args.layout, "caches": args.cache}
+        result = rope.run(
+            rounds=rounds,
+            compile=not args.no_compile,
+            training=not args.no_training,
+            **{name: value for name, value in chosen.items() if value is not None},
+        )
         write_json(result, json_path)
         _print_cpu(result)
     return 0
