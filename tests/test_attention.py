@@ -13,6 +13,7 @@ import posenc
 from posenc.attention import KVCache, MultiHeadAttention
 from posenc.backends import ATTENTION
 from posenc.encodings import encoding_class
+from posenc.encodings.views import along_line
 from posenc.functional import grid_positions
 from posenc.model import TransformerEncoder, TransformerLM
 from tests.conftest import ENCODING_KWARGS
@@ -236,11 +237,11 @@ def test_attend_refuses_positions_that_do_not_fit_q_and_k(name):
     encoding = posenc.build(name, **ENCODING_KWARGS[name])
     attention = MultiHeadAttention(D_MODEL, HEADS, encoding=encoding)
     q = k = v = torch.randn(2, HEADS, 5, D_MODEL // HEADS)
-    line = encoding.along_line(torch.arange(5))  # [5] or [5, n]
+    line = along_line(encoding, torch.arange(5))  # [5] or [5, n]
     coordinates = "".join(f", {n}" for n in line.shape[1:])
     misfits = [
-        (encoding.along_line(torch.tensor([4])), line, "q_positions"),
-        (line, encoding.along_line(torch.arange(6)), "k_positions"),
+        (along_line(encoding, torch.tensor([4])), line, "q_positions"),
+        (line, along_line(encoding, torch.arange(6)), "k_positions"),
         (line.expand(3, *line.shape), line, "q_positions"),
     ]
     for backend in ATTENTION:
@@ -378,7 +379,7 @@ def test_a_term_that_reads_q_and_k_runs_on_every_backend_and_decodes_as_the_full
 GRID_ENCODINGS = [
     name
     for name in posenc.available()
-    if posenc.encodings.encoding_class(name)(**ENCODING_KWARGS[name]).position_columns > 1
+    if posenc.encodings.encoding_class(name)(**ENCODING_KWARGS[name]).position_space.columns > 1
 ]
 
 
@@ -389,7 +390,7 @@ def test_encodings_on_a_grid_agree_on_every_backend_and_decode_as_the_full_forwa
     model = (TransformerLM if causal else TransformerEncoder)(
         VOCAB, d_model=32, n_layers=2, n_heads=4, encoding=name
     )
-    columns = model.encoding.position_columns
+    columns = model.encoding.position_space.columns
     positions = torch.cat(
         (torch.zeros(12, columns - 2, dtype=torch.long), grid_positions((3, 4))), dim=1
     )  # [12, n]

@@ -20,7 +20,7 @@ def test_positions_of_one_row_hold_for_every_row(name):
     torch.manual_seed(0)
     model = TransformerLM(32, d_model=32, n_layers=1, n_heads=4, encoding=name, max_len=16)
     tokens = torch.randint(0, 32, (3, 6))  # [b, s]
-    positions = _positions(6, model.encoding.position_columns)  # [s(, n)]
+    positions = _positions(6, model.encoding.position_space.columns)  # [s(, n)]
     with torch.no_grad():
         shared = model(tokens, positions)
         one_row = model(tokens, positions.unsqueeze(0))  # [1, s(, n)]

@@ -10,6 +10,7 @@ import torch
 import posenc
 from posenc.attention import KVCache
 from posenc.encodings import encoding_class
+from posenc.encodings.capabilities import Capabilities
 from posenc.functional.coordinates import mrope_decode_positions, mrope_positions
 from posenc.model import TransformerLM
 
@@ -200,7 +201,13 @@ def test_swin_v2_decoding_at_fractional_coordinates_after_integer_ones_equals_th
     torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-5, atol=1e-5)
 
 
-ADDITIVE = [name for name in posenc.available() if not encoding_class(name).follows_moving_positions]
+#: Declared on the class (a property where settings decide, which the additive encodings do not use).
+ADDITIVE = [
+    name
+    for name in posenc.available()
+    if isinstance(declared := encoding_class(name).capabilities, Capabilities)
+    and not declared.follows_moving_positions
+]
 
 
 def test_the_encodings_that_add_codes_to_the_embeddings_declare_it():
@@ -277,7 +284,7 @@ def test_an_undeclared_additive_encoding_is_refused_a_cache_whose_positions_move
             positions = resolve_positions(positions, x, seq_dim=1)
             return x + positions[..., None].to(x.dtype) / 100
 
-    assert Ramp().follows_moving_positions is False
+    assert Ramp().capabilities.follows_moving_positions is False
     model = TransformerLM(32, d_model=16, n_layers=1, n_heads=2, encoding=Ramp())
     with pytest.raises(ValueError, match="a cache keeping sinks and a window needs an encoding"):
         model.new_caches(sinks=1, window=4)
@@ -306,7 +313,7 @@ def test_an_undeclared_rotary_encoding_has_its_keys_rotated_at_every_call():
         ).flatten(-2)
 
     encoding = CallCentredTurn()
-    assert encoding.rotated_keys_are_cacheable is False
+    assert encoding.capabilities.rotated_keys_are_cacheable is False
     torch.manual_seed(0)
     model = TransformerLM(32, d_model=16, n_layers=2, n_heads=2, encoding=encoding)
     tokens = torch.randint(0, 32, (1, 9))

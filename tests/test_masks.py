@@ -134,10 +134,11 @@ def test_mask_errors_name_the_value():
 
 def test_an_encoding_whose_weights_read_hidden_keys_refuses_a_window_chunks_and_sinks():
     from posenc.encodings import PositionalEncoding
+    from posenc.encodings.capabilities import declare
 
     class Leftover(PositionalEncoding):
         kind = "bias"
-        follows_documents = False  # as stick-breaking: a query's weights read keys it does not see
+        capabilities = declare(follows_documents=False)  # as stick-breaking: a query's weights read keys it does not see
 
     for spans in ({"window": 4}, {"chunk": 4}, {"sinks": True}):
         with pytest.raises(

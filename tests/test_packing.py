@@ -43,11 +43,11 @@ def test_each_packed_document_gets_what_it_gets_alone(name, model_class, backend
     # without a document mask the second document attended to the first one's keys (logits off by ~5)
     torch.manual_seed(0)
     model = model_class(32, d_model=32, n_layers=2, n_heads=4, encoding=name, max_len=16, backend=backend)
-    columns = model.encoding.position_columns
+    columns = model.encoding.position_space.columns
     tokens = [torch.randint(0, 32, (2, n)) for n in LENGTHS]
     positions = torch.cat([_positions(n, columns) for n in LENGTHS])  # [s(, columns)]: each from 0
     documents = torch.cat([torch.full((n,), d) for d, n in enumerate(LENGTHS)])  # [s]
-    if not model.encoding.follows_documents:  # its weights read keys outside the document: refused
+    if not model.encoding.capabilities.follows_documents:  # its weights read keys outside the document: refused
         with pytest.raises(ValueError, match="give each document a call of its own"):
             model(torch.cat(tokens, dim=1), positions, documents=documents)
         return

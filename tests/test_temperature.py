@@ -121,18 +121,22 @@ def test_the_claim_is_na_for_an_encoding_a_shift_already_moves():
 
 def test_only_kinds_whose_scores_are_linear_in_the_query_accept_a_temperature_by_default():
     from posenc.encodings import PositionalEncoding
+    from posenc.encodings.capabilities import declare
 
     class Unknown(PositionalEncoding):
         kind = "gated"  # a kind posenc does not know: the safe answer is a refusal
 
     class Counted(PositionalEncoding):
         kind = "bias"
-        contextual_positions = True
+        capabilities = declare(contextual_positions=True)
 
     assert (
-        build("rope", d_head=8).accepts_query_temperature
-        and build("alibi", n_heads=2).accepts_query_temperature
+        build("rope", d_head=8).capabilities.accepts_query_temperature
+        and build("alibi", n_heads=2).capabilities.accepts_query_temperature
     )
-    assert not Unknown().accepts_query_temperature and not Counted().accepts_query_temperature
+    assert (
+        not Unknown().capabilities.accepts_query_temperature
+        and not Counted().capabilities.accepts_query_temperature
+    )
     with pytest.raises(ValueError, match="Unknown does not accept"):
         MultiHeadAttention(16, 2, encoding=Unknown(), temperature=ScalableSoftmax())

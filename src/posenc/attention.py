@@ -20,7 +20,7 @@ Backends, all computing softmax(q·kᵀ·scale + bias + terms + mask)·v, where 
   CPU: one per-distance table (``posenc.kernels.per_distance``). Any other bias: a float ``attn_mask``
   ``[(b,) h, i, j]``, on CPU for causal or learned biases in query blocks with a backward of its own
   (``posenc.kernels.blocked``). An encoding that gives its terms per block of queries
-  (``query_block_terms``: Shaw, Transformer-XL, DeBERTa, FIRE, CoPE) runs on CPU a block at a time,
+  (``block_terms``: Shaw, Transformer-XL, DeBERTa, FIRE, CoPE) runs on CPU a block at a time,
   never holding them for every pair (``posenc.kernels.query_blocked``).
 - ``"flex"``: compiled ``flex_attention`` with the encoding's ``score_mod`` and a causal block mask,
   so no s×s tensor is built. On CPU, torch 2.13's compiled flex_attention returns wrong values or NaN
@@ -158,7 +158,7 @@ class MultiHeadAttention(nn.Module):
         initial = check_sinks(sinks, self.n_heads)
         self.sinks = None if initial is None else nn.Parameter(initial)  # [h], GPT-OSS's name and shape
         self.temperature = _check_temperature(check_temperature(temperature), self.encoding)
-        if not self.encoding.follows_documents:
+        if not self.encoding.capabilities.follows_documents:
             for name, value in (("window", self.window), ("chunk", self.chunk), ("sinks", self.sinks)):
                 if value is not None:
                     raise ValueError(
@@ -185,7 +185,7 @@ class MultiHeadAttention(nn.Module):
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape [b, s, d_model={self.d_model}], got {tuple(x.shape)}")
         self.check_cache(cache)
-        positions = continued_positions(positions, x, cache, self.encoding.position_columns)
+        positions = continued_positions(positions, x, cache, self.encoding.position_space.columns)
         return self.forward_at(x, positions, cache, document_ids(documents, x, cache))
 
     def check_cache(self, cache: KVCache | None) -> None:
@@ -233,13 +233,13 @@ class MultiHeadAttention(nn.Module):
         if cache is None:
             q, k = self.encoding.rotate(q, k, positions, positions)
             k_positions = positions
-        elif self.encoding.rotated_keys_are_cacheable and not cache.positions_move:
+        elif self.encoding.capabilities.rotated_keys_are_cacheable and not cache.positions_move:
             q, k = self.encoding.rotate(q, k, positions, positions)
-            cache.append(_joined(k, content), v, positions, self.encoding.position_columns)
+            cache.append(_joined(k, content), v, positions, self.encoding.position_space.columns)
             k, v, k_positions = cache.keys, cache.values, cache.positions  # [b, h_kv, t, d], [t] / [b, t]
             k, k_content = _parted(k, self.d_head, content)
         else:  # the cache holds unrotated keys (xPos; a sink cache's moving positions): all rotated now
-            cache.append(_joined(k, content), v, positions, self.encoding.position_columns)
+            cache.append(_joined(k, content), v, positions, self.encoding.position_space.columns)
             k, v, k_positions = cache.keys, cache.values, cache.positions
             k, k_content = _parted(k, self.d_head, content)
             q, k = self.encoding.rotate(q, k, positions, k_positions)
@@ -273,7 +273,7 @@ class MultiHeadAttention(nn.Module):
         """
         self._check_qkv(q, k, v)
         q_positions, k_positions = query_key_positions(
-            q, k, q_positions, k_positions, columns=self.encoding.position_columns
+            q, k, q_positions, k_positions, columns=self.encoding.position_space.columns
         )  # [(b,) i(, n)], [(b,) j(, n)]
         out = self._attend_at(q, k, v, q_positions, k_positions)
         return _plus(out, self.encoding.output_terms(q, k, v, q_positions, k_positions))
@@ -315,12 +315,12 @@ class MultiHeadAttention(nn.Module):
         has them: once per model call, not again in every layer); ``documents`` ``[s]`` / ``[b, s]``
         keeps each token to the keys of its own document (queries and keys the same tokens); ``content``:
         what the encoding read of the queries' and the keys' layer input (``[b, i, c]``, ``[b, j, c]``)."""
-        if documents is not None and not self.encoding.follows_documents:
+        if documents is not None and not self.encoding.capabilities.follows_documents:
             raise ValueError(
                 f"{type(self.encoding).__name__} reads keys outside a packed document's own (its weights are "
                 "no softmax over the keys a query sees): give each document a call of its own, not documents"
             )
-        if self.encoding.reads_content and content[1] is None:
+        if self.encoding.capabilities.reads_content and content[1] is None:
             raise ValueError(
                 f"{type(self.encoding).__name__} reads each token's layer input (its content), which q, k "
                 "and v alone do not carry: call the layer on x (forward), not attend"
@@ -335,10 +335,8 @@ class MultiHeadAttention(nn.Module):
             and q.device.type == "cpu"
             and not torch.compiler.is_compiling()
         ):
-            blocked = (
-                self.encoding.query_block_terms(q, k, q_positions, k_positions, project=self.project_heads)
-                if content[1] is None
-                else self.encoding.content_block_terms(q, k, *content)
+            blocked = self.encoding.block_terms(
+                q, k, q_positions, k_positions, project=self.project_heads, content=_given(content)
             )
             if blocked is not None:  # terms a block of queries at a time (posenc.kernels.query_blocked)
                 return query_blocked_attention(q, k, v, blocked, causal=self.causal, scale=self._scale())
@@ -347,7 +345,7 @@ class MultiHeadAttention(nn.Module):
         )  # [b, h, i, j] or None
         if content[1] is not None:  # terms read from the tokens' content (FoX, PaTH)
             terms = _sum(terms, self.encoding.content_terms(q, k, *content))
-        if self.encoding.reads_attention_weights:  # the weights themselves are needed: eager, any backend
+        if self.encoding.capabilities.reads_attention_weights:  # the weights themselves are needed: eager, any backend
             bias = _sum(self.encoding.bias(q_positions, k_positions), terms)
             mask = self._mask(q.shape[2], k.shape[2], q.device, documents)
             return self._eager(q, k, v, bias, mask, q_positions, k_positions)
@@ -403,7 +401,7 @@ class MultiHeadAttention(nn.Module):
         if content[1] is not None:  # terms read from the tokens' content
             terms = _sum(terms, self.encoding.content_terms(q, k, *content))
         mask = self._mask(q.shape[2], k.shape[2], q.device, documents)  # bool or None
-        if self.encoding.reads_attention_weights:
+        if self.encoding.capabilities.reads_attention_weights:
             bias = _sum(self.encoding.bias(q_positions, k_positions), terms)
             return self._eager(q, k, v, bias, mask, q_positions, k_positions)
         if self.backend == "flex":
@@ -519,7 +517,7 @@ class MultiHeadAttention(nn.Module):
             scores.softmax(dim=-1) if self.sinks is None else sink_weights(scores, self.sinks)
         )  # [b, h, i, j]
         out = weights @ v.to(dtype)  # [b, h, i, d]
-        if self.encoding.reads_attention_weights:
+        if self.encoding.capabilities.reads_attention_weights:
             out = out + self.encoding.value_terms(weights, q_positions, k_positions).to(dtype)
         return out.to(q.dtype)
 
@@ -590,6 +588,11 @@ class MultiHeadAttention(nn.Module):
         return torch.cat(outputs, dim=2) if len(outputs) > 1 else outputs[0]
 
 
+def _given(content: tuple[torch.Tensor | None, torch.Tensor | None]):
+    """The queries' and keys' content ``([b, i, c], [b, j, c])`` where the encoding read one, else None."""
+    return None if content[1] is None else content
+
+
 def _sum(bias: torch.Tensor | None, terms: torch.Tensor | None) -> torch.Tensor | None:
     if bias is None or terms is None:
         return terms if bias is None else bias
@@ -645,16 +648,16 @@ def _tempered(q: torch.Tensor, positions: torch.Tensor, temperature: QueryTemper
 def _check_temperature(temperature: QueryTemperature | None, encoding: PositionalEncoding):
     if temperature is None:
         return None
-    if not encoding.accepts_query_temperature:
+    if not encoding.capabilities.accepts_query_temperature:
         raise ValueError(
             f"temperature={temperature!r} multiplies the queries by a factor of their position, which "
             f"{type(encoding).__name__} does not accept (accepts_query_temperature is False: its scores "
             "are not linear in the query)"
         )
-    if encoding.position_columns != 1:
+    if encoding.position_space.columns != 1:
         raise ValueError(
             f"temperature={temperature!r} reads one position per token; {type(encoding).__name__} takes "
-            f"coordinates on {encoding.position_columns} axes"
+            f"coordinates on {encoding.position_space.columns} axes"
         )
     return temperature
 
@@ -663,5 +666,5 @@ def _check_encoding(encoding: PositionalEncoding, n_heads: int) -> None:
     if not isinstance(encoding, PositionalEncoding):
         raise TypeError(f"encoding must be a PositionalEncoding, got {type(encoding).__name__}")
     heads = encoding.n_heads
-    if encoding.acts_in_attention and heads is not None and heads != n_heads:
+    if encoding.capabilities.acts_in_attention and heads is not None and heads != n_heads:
         raise ValueError(f"the encoding's bias has {heads} heads but attention has n_heads={n_heads}")

@@ -46,7 +46,7 @@ def _layer_encodings(encoding: PositionalEncoding, n_layers: int, share: bool) -
     """The encoding of each layer: the one instance for all, or (unshared, for an encoding that acts in
     attention) the instance in the first layer and a copy in each other, so every table is trained.
     An additive encoding acts once, on the embeddings, and is never copied."""
-    if share or not encoding.acts_in_attention:
+    if share or not encoding.capabilities.acts_in_attention:
         return [encoding] * n_layers
     return [encoding] + [copy.deepcopy(encoding) for _ in range(n_layers - 1)]
 
@@ -84,7 +84,7 @@ def _stack_encodings(
         if key not in built:
             built[key] = make()
             encoding = built[key]
-        elif _shared(built[key], share) or not built[key].acts_in_attention:
+        elif _shared(built[key], share) or not built[key].capabilities.acts_in_attention:
             encoding = built[key]
         else:
             encoding = copy.deepcopy(built[key])
@@ -248,9 +248,9 @@ class TransformerLM(nn.Module):
         if random_positions is None:
             return None
         random_positions = check_positive_int("random_positions", random_positions)
-        if self.encoding.position_columns != 1:
+        if self.encoding.position_space.columns != 1:
             raise ValueError("random_positions draws positions on one axis; this encoding takes coordinates")
-        limits = [e.position_limit for e in (self.encoding, *encodings) if e.position_limit is not None]
+        limits = [e.position_space.limit for e in (self.encoding, *encodings) if e.position_space.limit is not None]
         limit = min(limits) if limits else None
         if limit is not None and random_positions > limit:
             raise ValueError(
@@ -308,7 +308,7 @@ class TransformerLM(nn.Module):
 
     def _check_cache(self, cache: KVCache | None, encoding: PositionalEncoding) -> None:
         """A cache whose positions move (sinks and a window) only for an encoding that follows them."""
-        if cache is not None and cache.positions_move and not encoding.follows_moving_positions:
+        if cache is not None and cache.positions_move and not encoding.capabilities.follows_moving_positions:
             raise ValueError(
                 f"{type(encoding).__name__} adds its position codes to the token embeddings, which every "
                 "cached key keeps from the place it entered at: a cache keeping sinks and a window needs an "
@@ -341,7 +341,7 @@ class TransformerLM(nn.Module):
             positions = randomized_positions(
                 tokens.shape[0], tokens.shape[1], self.random_positions, device=tokens.device
             )
-        columns = self.encoding.position_columns
+        columns = self.encoding.position_space.columns
         given = positions
         positions = continued_positions(positions, x, cache, columns)  # once for all layers
         documents = document_ids(documents, x, cache)  # checked once for all layers
@@ -359,10 +359,10 @@ class TransformerLM(nn.Module):
 def _check_columns(encoding: PositionalEncoding, encodings: list[PositionalEncoding]) -> None:
     """Every layer reads positions of the same shape: one axis, or the same coordinates."""
     for index, layer_encoding in enumerate(encodings):
-        if layer_encoding.position_columns != encoding.position_columns:
+        if layer_encoding.position_space.columns != encoding.position_space.columns:
             raise ValueError(
-                f"layer {index}'s encoding {type(layer_encoding).__name__} takes {layer_encoding.position_columns} "
-                f"position columns, the model's {type(encoding).__name__} {encoding.position_columns}: the layers "
+                f"layer {index}'s encoding {type(layer_encoding).__name__} takes {layer_encoding.position_space.columns} "
+                f"position columns, the model's {type(encoding).__name__} {encoding.position_space.columns}: the layers "
                 "of a stack read the same positions"
             )
 

@@ -10,6 +10,7 @@ from posenc.analysis import properties, specimen
 from posenc.analysis.counting import SAMPLE_SENTENCE, sentence_counts
 from posenc.analysis.verification import IDENTITY_TOLERANCE, relative
 from posenc.encodings import ENCODINGS, available, describe
+from posenc.encodings.capabilities import Capabilities, declare
 from posenc.encodings.cope import ContextualPositionEncoding
 
 
@@ -24,7 +25,7 @@ class ReadsPositionsToo(ContextualPositionEncoding):
 class NotDeclaredContextual(ContextualPositionEncoding):
     """CoPE without its ``contextual_positions`` declaration."""
 
-    contextual_positions = False
+    capabilities = declare(contextual_positions=False)
 
 
 def _specimen(cls):
@@ -32,7 +33,15 @@ def _specimen(cls):
     return cls(**describe("cope").specimen_arguments(ContextualPositionEncoding)).eval()
 
 
-@pytest.mark.parametrize("name", [n for n in available() if ENCODINGS[n].contextual_positions])
+#: Declared on the class (a property where settings decide, which no contextual encoding uses).
+CONTEXTUAL = [
+    n
+    for n in available()
+    if isinstance(declared := ENCODINGS[n].capabilities, Capabilities) and declared.contextual_positions
+]
+
+
+@pytest.mark.parametrize("name", CONTEXTUAL)
 def test_a_contextual_encoding_holds_as_contextual_saying_the_positions_are_not_read(name):
     result = properties(specimen(name))["relative"]
     assert (result.verdict, result.category, result.value) == ("holds", "contextual", 0.0)

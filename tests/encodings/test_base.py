@@ -7,8 +7,8 @@ import torch
 from torch import nn
 
 from posenc.encodings import PositionalEncoding, describe
-from posenc.encodings.base import SPECIMEN_MODEL
-from posenc.encodings.views import frequencies, view
+from posenc.encodings.base import SPECIMEN_MODEL, PositionSpace
+from posenc.encodings.views import frequencies, translations, view
 
 
 class Plain(PositionalEncoding):
@@ -53,7 +53,7 @@ def test_the_default_hooks_change_nothing():
         and view(encoding, "codes", torch.arange(3)) is None
     )
     assert frequencies(encoding) is None
-    assert encoding.count_parameters(8, 4, 2) == 0 and not encoding.acts_in_attention
+    assert encoding.count_parameters(8, 4, 2) == 0 and not encoding.capabilities.acts_in_attention
 
 
 def test_a_bias_is_derived_from_a_score_mod_for_shared_and_batched_positions():
@@ -89,15 +89,15 @@ def test_model_arguments_are_the_sizes_the_constructor_takes():
 def test_translations_stay_inside_the_positions_an_encoding_holds():
     class Table(Plain):
         @property
-        def position_limit(self):
-            return self.max_len
+        def position_space(self):
+            return PositionSpace(limit=self.max_len)
 
-    positions, shifts = Plain(4).translations(16)
+    positions, shifts = translations(Plain(4), 16)
     assert positions.tolist() == list(range(16)) and shifts == (1, 7, 100)
-    positions, shifts = Table(4, max_len=20).translations(16)
+    positions, shifts = translations(Table(4, max_len=20), 16)
     assert positions.tolist() == list(range(10)) and shifts == (1, 7)
     with pytest.raises(ValueError, match="shift 15 moves positions 0 … 9 outside the table of 20"):
-        Table(4, max_len=20).translations(16, (15,))
+        translations(Table(4, max_len=20), 16, (15,))
 
 
 class LearnedDistanceBias(PositionalEncoding):

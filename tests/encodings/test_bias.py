@@ -9,6 +9,7 @@ import torch
 
 import posenc
 import posenc.model
+from posenc.encodings.views import translations
 from tests.conftest import ENCODING_KWARGS
 
 
@@ -82,7 +83,7 @@ def test_score_mod_takes_both_position_tensors_or_neither():
 def test_small_swin_windows_offer_translations_inside_the_window(window):
     # window 2 used to offer shift 1, which wraps a row, and properties() crashed on it
     swin = posenc.build("swin", n_heads=2, window=window)
-    positions, shifts = swin.translations(8)
+    positions, shifts = translations(swin, 8)
     rows, cols = swin.window_shape
     assert shifts
     for shift in shifts:
@@ -93,7 +94,7 @@ def test_small_swin_windows_offer_translations_inside_the_window(window):
 
 def test_a_one_token_swin_window_has_no_translation():
     with pytest.raises(ValueError, match="a 1×1 Swin window leaves no room to shift a token"):
-        posenc.build("swin", n_heads=2, window=1).translations(8)
+        translations(posenc.build("swin", n_heads=2, window=1), 8)
 
 
 def _score_mod_at_offsets(encoding, **offsets) -> torch.Tensor:
@@ -127,5 +128,5 @@ def test_the_two_sided_flags_must_be_bools_and_are_declared(name, flag):
     # bool("False") is True: the string made a causal bias two-sided
     with pytest.raises(TypeError, match=f"{flag} must be True or False"):
         posenc.build(name, n_heads=4, **{flag: "False"})
-    assert posenc.build(name, n_heads=4, **{flag: True}).two_sided is True
-    assert posenc.build(name, n_heads=4, **{flag: False}).two_sided is False
+    assert posenc.build(name, n_heads=4, **{flag: True}).capabilities.two_sided is True
+    assert posenc.build(name, n_heads=4, **{flag: False}).capabilities.two_sided is False

@@ -101,7 +101,7 @@ def test_decoding_with_a_cache_of_turned_keys_equals_the_full_forward():
 
     torch.manual_seed(0)
     model = TransformerLM(50, d_model=32, n_layers=2, n_heads=4, encoding="fope", backend="sdpa", max_len=64)
-    assert model.encoding.rotated_keys_are_cacheable
+    assert model.encoding.capabilities.rotated_keys_are_cacheable
     x = torch.randint(0, 50, (2, 10))
     with torch.no_grad():
         caches = model.new_caches()

@@ -495,9 +495,9 @@ def test_longrope_takes_the_long_factors_for_a_call_past_the_original_length():
         torch.testing.assert_close(
             k_rot, apply_rope(k[:, :, :length], cos, sin, backend="eager"), rtol=0, atol=1e-14
         )
-    assert not rope.rotated_keys_are_cacheable  # the cache keeps keys unrotated
+    assert not rope.capabilities.rotated_keys_are_cacheable  # the cache keeps keys unrotated
     fixed = RotaryEncoding(8, scaling="longrope", scaling_args=LONGROPE | {"seq_len": 100})
-    assert fixed.rotated_keys_are_cacheable  # one set for good
+    assert fixed.capabilities.rotated_keys_are_cacheable  # one set for good
 
 
 def _longrope_model(n_layers: int, backend: str = "sdpa", **kwargs) -> TransformerLM:

@@ -34,7 +34,7 @@ def test_axial_rotation_is_each_axis_own_rope_concatenated(layout):
 
 def test_axes_as_a_count_splits_the_rotary_width_equally():
     rope = posenc.build("rope", d_head=64, axes=2)
-    assert rope.axes == (32, 32) and rope.position_columns == 2
+    assert rope.axes == (32, 32) and rope.position_space.columns == 2
     torch.testing.assert_close(rope.inv_freq, posenc.build("rope", d_head=64, axes=(32, 32)).inv_freq)
 
 
@@ -149,7 +149,7 @@ def test_axial_logits_depend_only_on_the_offsets_along_each_axis():
 def test_kv_cache_decoding_on_axes_equals_the_full_forward(kwargs, backend):
     torch.manual_seed(0)
     rope = posenc.build("rope", d_head=8, **kwargs)
-    columns = rope.position_columns
+    columns = rope.position_space.columns
     model = posenc.model.TransformerLM(32, d_model=16, n_heads=2, n_layers=2, encoding=rope, backend=backend)
     tokens = torch.randint(0, 32, (2, 7))
     positions = torch.randint(0, 20, (7, columns))

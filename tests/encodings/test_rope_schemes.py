@@ -224,7 +224,7 @@ def test_the_encoding_takes_its_frequencies_from_its_scheme(kwargs, kind):
     inv_freq, axis, factor = scheme.spectrum()
     assert torch.equal(rope.inv_freq, inv_freq) and rope.attention_factor == factor
     assert (rope.frequency_axis is None and axis is None) or torch.equal(rope.frequency_axis, axis)
-    assert rope.position_axes == scheme.position_axes and rope.rotary_dim == scheme.rotary_dim
+    assert rope.position_space.axes == scheme.position_axes and rope.rotary_dim == scheme.rotary_dim
 
 
 def test_axes_refuse_scaling_arguments_without_a_scaling():

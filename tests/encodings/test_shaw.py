@@ -221,7 +221,7 @@ def test_relative_values_run_the_eager_path_on_every_backend(monkeypatch):
         attention.backend = backend
         attention(torch.randn(1, 5, 32))
     assert len(calls) == len(ATTENTION)
-    assert not MultiHeadAttention(32, 4, encoding=ShawRelativePosition(8)).encoding.reads_attention_weights
+    assert not MultiHeadAttention(32, 4, encoding=ShawRelativePosition(8)).encoding.capabilities.reads_attention_weights
 
 
 @pytest.mark.parametrize("kwargs", CONFIGS)

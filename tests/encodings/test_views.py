@@ -10,7 +10,7 @@ import posenc
 from posenc.analysis import specimen
 from posenc.encodings import ENCODINGS, VIEWS, PositionalEncoding, describe
 from posenc.encodings.base import NOT_DECLARED, PLACES, RotarySpectrum
-from posenc.encodings.views import frequencies, view
+from posenc.encodings.views import along_line, frequencies, view
 
 #: Settings whose views differ from the specimen's: frequencies that follow the length, a rotation per head,
 #: codes on two axes, one-sided buckets.
@@ -32,7 +32,7 @@ VARIANTS = {
 
 def _given(encoding: PositionalEncoding) -> set[str]:
     """The views whose method gives something (not None) at position 0 (or a window's first token)."""
-    origin = encoding.along_line(torch.arange(1))
+    origin = along_line(encoding, torch.arange(1))
     q = torch.randn(1, encoding.n_heads or 1, 3, encoding.d_head or 8)
     calls = {
         "codes": ("codes", (origin,)),
@@ -47,6 +47,7 @@ def _given(encoding: PositionalEncoding) -> set[str]:
         "counted_positions": ("counted_positions", (q, q)),
         "closed_form_dot": ("closed_form_dot", (torch.arange(2),)),
         "shift_map": ("shift_map", (1,)),
+        "translations": ("translations", (8,)),
     }
     with torch.no_grad():
         answers = {

@@ -11,6 +11,7 @@ import torch
 from posenc._validation import check_positive_int
 from posenc.analysis.shift import attention_logits, probe_widths
 from posenc.encodings import PositionalEncoding
+from posenc.encodings.views import along_line
 
 
 def content_terms(encoding: PositionalEncoding, seq_len: int, *, seed: int = 0) -> torch.Tensor:
@@ -18,7 +19,7 @@ def content_terms(encoding: PositionalEncoding, seq_len: int, *, seed: int = 0) 
     for the random tokens and projections of :func:`posenc.analysis.shift.attention_logits` at
     positions 0 … s − 1; zeros for an encoding that reads no content."""
     seq_len = check_positive_int("seq_len", seq_len)
-    positions = encoding.along_line(torch.arange(seq_len))
+    positions = along_line(encoding, torch.arange(seq_len))
     encoding = copy.deepcopy(encoding).to(torch.float64)
     widths = probe_widths(encoding)
     d_model, n_heads, d_head = widths["d_model"], widths["n_heads"], widths["d_head"]
@@ -42,7 +43,7 @@ def attention_weights(encoding: PositionalEncoding, seq_len: int, *, seed: int =
     """The causal attention weights ``[h, s, s]`` (float64, keys after the query NaN) of
     :func:`posenc.analysis.shift.attention_logits`: softmax over the keys up to each query. For
     stick-breaking these are its weights A_ij, with the stick left over on the diagonal."""
-    positions = encoding.along_line(torch.arange(check_positive_int("seq_len", seq_len)))
+    positions = along_line(encoding, torch.arange(check_positive_int("seq_len", seq_len)))
     logits = attention_logits(encoding, positions, seed=seed).masked_fill(_after(seq_len), float("-inf"))
     return logits.softmax(dim=-1).masked_fill(_after(seq_len), float("nan"))
 

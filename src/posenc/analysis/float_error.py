@@ -8,8 +8,8 @@ import torch
 from posenc.analysis.precision import RECIPES
 from posenc.analysis.property import Property, _at_most, _not_applicable, _worst
 from posenc.encodings import PositionalEncoding
+from posenc.encodings.views import along_line, frequency_pieces, view
 from posenc.encodings.views import frequencies as frequencies_of
-from posenc.encodings.views import frequency_pieces, view
 from posenc.functional.angles import exact_cos_sin, split_frequencies
 
 #: Largest position (exclusive) of the precision check, the DESIGN precision goal.
@@ -60,7 +60,7 @@ def precision(encoding: PositionalEncoding, length: int) -> Property:
     Codes of sin/cos pairs and rotation tables (values in [−1, 1]) are judged by the ulp at each value,
     but not below the ulp at 1/64; bias values by the ulp at each value.
     """
-    limit = encoding.position_limit
+    limit = encoding.position_space.limit
     if limit is not None and limit < PRECISION_POSITIONS:
         return _not_applicable(
             "precision", f"it holds positions 0 … {limit - 1} only: positions up to 2^21 are refused"
@@ -91,7 +91,7 @@ def _code_precision(encoding: PositionalEncoding, positions: torch.Tensor) -> Pr
     exact = torch.stack((sin, cos), dim=-1).flatten(-2)  # [n, d]: sin at 2k, cos at 2k+1
     approx = torch.cat(
         [
-            encoding.embed(torch.zeros(1, part.numel(), exact.shape[-1]), encoding.along_line(part))[0]
+            encoding.embed(torch.zeros(1, part.numel(), exact.shape[-1]), along_line(encoding, part))[0]
             for part in _calls(positions)
         ]
     )  # [n, d']
@@ -132,14 +132,14 @@ def _rotation_factor(encoding: PositionalEncoding) -> torch.Tensor:
     """The factor a of each pair, ``[1, r]`` float64: hypot(a·cos 0, a·sin 0) = a, exact in float64
     (RoPE's YaRN attention factor; 1 for a plain rotation)."""
     cos, sin = view(
-        encoding, "rotation_tables", encoding.along_line(torch.zeros(1, dtype=torch.int64))
+        encoding, "rotation_tables", along_line(encoding, torch.zeros(1, dtype=torch.int64))
     )  # [1, r/2]
     return torch.hypot(cos, sin).repeat(1, 2).to(torch.float64)
 
 
 def _rotation_table(encoding: PositionalEncoding, positions: torch.Tensor) -> torch.Tensor:
     """The (a·cos, a·sin) table of one call at ``positions`` ``[n]``, as a code ``[n, r]`` float64."""
-    return torch.cat(view(encoding, "rotation_tables", encoding.along_line(positions)), dim=-1).to(
+    return torch.cat(view(encoding, "rotation_tables", along_line(encoding, positions)), dim=-1).to(
         torch.float64
     )
 
@@ -150,7 +150,7 @@ def _bias_precision(encoding: PositionalEncoding, positions: torch.Tensor) -> Pr
     query = torch.tensor([PRECISION_POSITIONS - 1])
     approx = encoding.bias(query, PRECISION_POSITIONS - 1 - positions)[:, 0]  # [h, n]: distances = positions
     value = _ulps(approx, view(encoding, "distance_bias", positions).detach().to(torch.float64), approx.dtype)
-    if encoding.two_sided:
+    if encoding.capabilities.two_sided:
         after = encoding.bias(torch.tensor([0]), positions)[:, 0]  # [h, n]: distances = −positions
         exact = view(encoding, "distance_bias", -positions).detach().to(torch.float64)
         value = _worst((value, _ulps(after, exact, after.dtype)))

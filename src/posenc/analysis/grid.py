@@ -27,7 +27,7 @@ def _grid_positions(encoding: PositionalEncoding, grid: tuple[int, int]) -> torc
     """Coordinates of an h×w grid as the encoding takes them: rows and columns on two axes; on n > 2
     axes the grid in the last two (the first ones 0: one frame)."""
     positions = grid_positions(grid)  # [h·w, 2]
-    n = encoding.position_columns
+    n = encoding.position_space.columns
     if n < 2:
         raise ValueError(f"{type(encoding).__name__} takes positions on one axis; a grid needs two or more")
     return torch.cat((torch.zeros(positions.shape[0], n - 2, dtype=torch.int64), positions), dim=1)

@@ -8,6 +8,7 @@ import torch
 
 from posenc._validation import check_choice, check_int
 from posenc.encodings import PositionalEncoding, SinusoidalEncoding
+from posenc.encodings.views import along_line
 from posenc.functional.rope import LAYOUTS
 
 
@@ -95,7 +96,7 @@ def relative_logit_deviation(
     positions = torch.arange(seq_len)
 
     def logits(offset: int) -> torch.Tensor:
-        moved = encoding.along_line(positions + offset)  # on several axes, along the diagonal
+        moved = along_line(encoding, positions + offset)  # on several axes, along the diagonal
         q_rot, k_rot = encoding.rotate(q, k, moved, moved)
         return q_rot @ k_rot.transpose(-1, -2)  # [b, h, i, j]
 
@@ -111,6 +112,6 @@ def norm_change(
     generator = torch.Generator().manual_seed(seed)
     heads = encoding.n_heads or 2  # an encoding that turns each head its own way takes all its heads
     x = torch.randn(1, heads, seq_len, d_head, generator=generator, dtype=dtype)
-    positions = encoding.along_line(torch.arange(seq_len))
+    positions = along_line(encoding, torch.arange(seq_len))
     rotated, _ = encoding.rotate(x, x, positions, positions)
     return float((rotated.norm(dim=-1) - x.norm(dim=-1)).abs().max())

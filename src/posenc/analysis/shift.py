@@ -14,6 +14,7 @@ import torch
 
 from posenc._validation import as_coordinates, as_positions, check_int, check_positive_int
 from posenc.encodings import PositionalEncoding
+from posenc.encodings.views import translations
 
 #: Widths of the probe for an encoding that keeps none of its own (``d_model``, ``n_heads``, ``d_head`` None).
 PROBE_WIDTHS = {"d_model": 32, "n_heads": 2, "d_head": 16}
@@ -43,7 +44,7 @@ def attention_logits(
     Widths default to the encoding's own (``d_model``, ``n_heads``, ``d_head``), else 32 / 2 / 16
     (:func:`probe_widths`).
     """
-    columns = encoding.position_columns
+    columns = encoding.position_space.columns
     positions = as_positions(positions) if columns == 1 else as_coordinates(positions, columns)
     encoding = copy.deepcopy(encoding).to(torch.float64)
     widths = probe_widths(encoding)
@@ -88,7 +89,7 @@ def shift_plan(encoding: PositionalEncoding, shifts=None, seq_len: int = 16) -> 
     Swin's half row moved along a row or down rows; a grid ``[s, n]`` moved by vectors on n axes), or
     the ``shifts`` given, checked by it."""
     shifts = None if shifts is None else tuple(_shift(s) for s in shifts)
-    return encoding.translations(check_positive_int("seq_len", seq_len), shifts)
+    return translations(encoding, check_positive_int("seq_len", seq_len), shifts)
 
 
 def logit_shift_change(encoding: PositionalEncoding, shifts=None, *, seq_len: int = 16, seed: int = 0):

@@ -12,7 +12,7 @@ import torch
 
 from posenc._validation import as_positions, check_positive_int
 from posenc.encodings import PositionalEncoding
-from posenc.encodings.views import view
+from posenc.encodings.views import along_line, view
 from posenc.functional.relative import t5_relative_bucket
 
 
@@ -28,7 +28,7 @@ def code_table(encoding: PositionalEncoding, length: int) -> torch.Tensor:
     length = check_positive_int("length", length)
     with torch.no_grad():  # on several axes, along the diagonal
         return (
-            view(encoding, "codes", encoding.along_line(torch.arange(length))).detach().to(torch.float64)
+            view(encoding, "codes", along_line(encoding, torch.arange(length))).detach().to(torch.float64)
         )  # [T, d]
 
 
@@ -42,7 +42,7 @@ def bias_matrix(encoding: PositionalEncoding, positions: int | torch.Tensor | It
     Raises:
         ValueError: an encoding that adds no bias (its ``bias`` returns None), non-integer positions.
     """
-    positions = encoding.along_line(as_positions(positions).flatten())  # [s] (or the diagonal [s, n])
+    positions = along_line(encoding, as_positions(positions).flatten())  # [s] (or the diagonal [s, n])
     with torch.no_grad():
         bias = encoding.bias(positions, positions)  # [h, s, s]
     if bias is None:
@@ -68,10 +68,10 @@ def bias_by_distance(
         TypeError: a Swin encoding.
         ValueError: an encoding that adds no bias (its ``bias`` returns None), non-integer distances.
     """
-    if encoding.position_axes != 1:
+    if encoding.position_space.axes != 1:
         raise TypeError(
             f"encoding must bias by 1-D distance; {type(encoding).__name__}'s positions index tokens on "
-            f"{encoding.position_axes} axes"
+            f"{encoding.position_space.axes} axes"
         )
     distances = as_positions(distances, name="distances").flatten()  # [n]
     query = max(int(distances.max()), 0)

@@ -78,7 +78,7 @@ def temperature_shift(
     value: how far the logits move once the factor moves). n/a for an encoding whose own logits a shift
     changes (see its ``relative`` claim) or that takes coordinates.
     """
-    if encoding.position_columns != 1 or not encoding.accepts_query_temperature:
+    if encoding.position_space.columns != 1 or not encoding.capabilities.accepts_query_temperature:
         return _not_applicable(NAME, f"{type(encoding).__name__} takes no query temperature")
     threshold = temperature.threshold
     positions = torch.arange(seq_len)

@@ -9,7 +9,7 @@ import torch
 from posenc._validation import as_positions, check_choice, check_even_positive_int
 from posenc.encodings import PositionalEncoding
 from posenc.encodings.rope import UNROTATED
-from posenc.encodings.views import view
+from posenc.encodings.views import along_line, view
 from posenc.functional.rope import LAYOUTS
 
 
@@ -75,7 +75,7 @@ def rotation_trajectory(
         raise ValueError(f"vector must be a tensor [d_head={encoding.d_head}], got {shape}")
     positions = as_positions(positions).flatten()  # [n]
     x = vector.detach().to(torch.float64).expand(1, 1, positions.shape[0], encoding.d_head)  # [1, 1, n, d]
-    along = encoding.along_line(positions)  # [n], or the diagonal [n, axes] of an encoding of several axes
+    along = along_line(encoding, positions)  # [n], or the diagonal [n, axes] of an encoding of several axes
     with torch.no_grad():
         rotated, _ = encoding.rotate(x, x, along, along)  # [1, 1, n, d]
     spectrum = view(encoding, "rotary_spectrum")

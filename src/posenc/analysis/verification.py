@@ -12,6 +12,7 @@ returned with the error (verdict ``error``, ``holds=False``): one failing hook n
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -26,7 +27,7 @@ from posenc.analysis.shift import logit_shift_change, position_sensitivity, prob
 from posenc.analysis.specimens import specimen
 from posenc.encodings import PositionalEncoding, available, describe
 from posenc.encodings.base import trainable_parameters
-from posenc.encodings.views import view
+from posenc.encodings.views import along_line, view
 
 #: Relative error accepted where a claim is an identity (float64 arithmetic throughout).
 IDENTITY_TOLERANCE = 1e-9
@@ -54,14 +55,14 @@ def _codes(encoding: PositionalEncoding, length: int) -> torch.Tensor | None:
     if "codes" not in encoding.views:
         return None
     with torch.no_grad():
-        return view(encoding, "codes", encoding.along_line(torch.arange(length))).to(torch.float64)
+        return view(encoding, "codes", along_line(encoding, torch.arange(length))).to(torch.float64)
 
 
 def _rotary_codes(encoding: PositionalEncoding, length: int) -> torch.Tensor | None:
     """The rotation of each position as a code ``[T, r]``: (cos mθ_k, sin mθ_k) for every pair k, or None."""
     if "rotation_tables" not in encoding.views:
         return None
-    return torch.cat(view(encoding, "rotation_tables", encoding.along_line(torch.arange(length))), dim=-1)
+    return torch.cat(view(encoding, "rotation_tables", along_line(encoding, torch.arange(length))), dim=-1)
 
 
 #: Why a bias claim has nothing to measure on a bias encoding that declares no ``bias`` view.
@@ -91,14 +92,14 @@ def _rotation_scale(encoding: PositionalEncoding) -> float:
     """‖rotate(x)‖ / ‖x‖ at position 0: the factor a rotation applies on top of turning (RoPE's
     attention factor; 1 for a plain rotation), read from the hook rather than from an attribute."""
     x = _head_vectors(encoding, 1, 1, 1)  # [1, 1, 1, d]
-    origin = encoding.along_line(torch.arange(1))
+    origin = along_line(encoding, torch.arange(1))
     rotated, _ = encoding.rotate(x, x, origin, origin)
     return float(rotated.norm() / x.norm())
 
 
 def _measured_length(encoding: PositionalEncoding, length: int) -> int:
     """Positions 0 … T−1 that a 1-D claim is measured over: ``length``, within the encoding's positions."""
-    limit = encoding.position_limit
+    limit = encoding.position_space.limit
     return length if limit is None else min(length, limit)
 
 
@@ -108,8 +109,8 @@ def _bias_sides(encoding: PositionalEncoding, length: int) -> list[torch.Tensor]
     (j = i + d) when the encoding is ``two_sided``; None where it gives no bias view."""
     if "bias" not in encoding.views:
         return None
-    line = encoding.along_line
-    keys = torch.arange(2 * length - 1 if encoding.two_sided else length)  # the query in the middle
+    line = functools.partial(along_line, encoding)
+    keys = torch.arange(2 * length - 1 if encoding.capabilities.two_sided else length)  # the query in the middle
     with torch.no_grad():
         bias = encoding.bias(line(torch.tensor([length - 1])), line(keys))  # [h, 1, T or 2T − 1]
     before = bias[:, 0, :length].flip(-1)  # [h, T]: distance d at column d
@@ -118,9 +119,9 @@ def _bias_sides(encoding: PositionalEncoding, length: int) -> list[torch.Tensor]
 
 def _no_distance(encoding: PositionalEncoding) -> str | None:
     """Why 1-D distances mean nothing for the encoding's positions, or None when they do."""
-    if encoding.position_axes == 1:
+    if encoding.position_space.axes == 1:
         return None
-    return f"its positions index tokens on {encoding.position_axes} axes: i − j is no distance"
+    return f"its positions index tokens on {encoding.position_space.axes} axes: i − j is no distance"
 
 
 def _pairwise_min_distance(codes: torch.Tensor) -> float:
@@ -176,9 +177,9 @@ def bounded(encoding: PositionalEncoding, length: int) -> Property:
 
 def _bias_bounded(encoding: PositionalEncoding, length: int) -> Property:
     """``bounded`` for a bias: the largest |bias| within 4T against that within T."""
-    if (why := _no_distance(encoding)) or encoding.position_limit is not None:
+    if (why := _no_distance(encoding)) or encoding.position_space.limit is not None:
         return _not_applicable(
-            "bounded", why or f"its positions end at {encoding.position_limit}: nothing grows"
+            "bounded", why or f"its positions end at {encoding.position_space.limit}: nothing grows"
         )
     near, far = _bias_sides(encoding, length), _bias_sides(encoding, 4 * length)
     if near is None:
@@ -308,7 +309,7 @@ def _rotary_map_residual(encoding: PositionalEncoding, length: int, offset: int)
     a rotation applies at position 0, ``_rotation_scale``)."""
     x = _head_vectors(encoding, 1, 1, 1)
     x = x.expand(1, x.shape[1], length, x.shape[-1])  # [1, h, T, d]
-    line = encoding.along_line
+    line = functools.partial(along_line, encoding)
     positions, origin = torch.arange(length), line(torch.arange(1))
     rotated, _ = encoding.rotate(x, x[:, :, :1], line(positions), origin)
     shifted, _ = encoding.rotate(x, x[:, :, :1], line(positions + offset), origin)
@@ -328,7 +329,7 @@ def relative(encoding: PositionalEncoding, length: int) -> Property:
     change = _worst(logit_shift_change(encoding, seq_len=min(length, 16)).values())
     if not math.isfinite(change):
         return _non_finite_logits(encoding, change)
-    if encoding.contextual_positions:
+    if encoding.capabilities.contextual_positions:
         return _contextual(change)
     sensitivity = position_sensitivity(encoding, seq_len=min(length, 16))
     holds = change <= IDENTITY_TOLERANCE
@@ -353,7 +354,7 @@ def relative(encoding: PositionalEncoding, length: int) -> Property:
 def _non_finite_logits(encoding: PositionalEncoding, change: float) -> Property:
     """The relative claim failed because a shift gave NaN or infinite logits: nothing can be read
     from them, whatever the other shifts say (category "no", or "contextual" for CoPE-like counts)."""
-    category = "contextual" if encoding.contextual_positions else "no"
+    category = "contextual" if encoding.capabilities.contextual_positions else "no"
     reason = f"{category}: a shift of the positions gives logits that are NaN or infinite (change {change})"
     return Property("relative", change, f"≤ {IDENTITY_TOLERANCE:.3g}", False, reason, category)
 
@@ -418,7 +419,7 @@ def _similarity_by_distance(encoding: PositionalEncoding, length: int) -> torch.
         return torch.stack([dots[d].mean() for d in range(length)]) / dots[0].mean()
     if encoding.kind == "rotary":
         ones = _head_vectors(encoding, 1, 1, length, ones=True)  # [1, 1, T, d]
-        line = encoding.along_line
+        line = functools.partial(along_line, encoding)
         q, k = encoding.rotate(
             ones[:, :, :1], ones, line(torch.tensor([length - 1])), line(torch.arange(length))
         )

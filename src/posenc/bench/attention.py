@@ -45,6 +45,7 @@ from posenc.bench import memory as memory_harness
 from posenc.bench.extras import EXTRAS, NAIVE_SWEEP, Extra, heads_of, merged
 from posenc.bench.harness import steady_malloc, time_alternating
 from posenc.bench.oracle import layer_oracle
+from posenc.encodings.views import along_line
 
 SEQ_LENS: tuple[int, ...] = (1024, 2048, 4096)
 BATCH, HEADS, D_HEAD = 1, 8, 64
@@ -189,7 +190,7 @@ def build_rows(selected: Sequence[str], x: torch.Tensor, heads: int = HEADS, d_h
             built.not_run[name] = layers
             continue
         layer = layers["eager"]
-        positions = layer.encoding.along_line(torch.arange(seq_len))  # [s] or [s, n]
+        positions = along_line(layer.encoding, torch.arange(seq_len))  # [s] or [s, n]
         if row.extra is not None:
             reason = row.extra.not_run(seq_len, heads, d_head, batch)
             if reason is not None:
@@ -203,7 +204,7 @@ def build_rows(selected: Sequence[str], x: torch.Tensor, heads: int = HEADS, d_h
         if row.encoding not in oracles:  # one oracle per encoding, shared by its rows, computed when asked
             oracles[row.encoding] = _cached(functools.partial(layer_oracle, layer, x, positions))
         built.oracle_of[name] = oracles[row.encoding]
-        built.tolerance[name] = CONTEXTUAL_TOLERANCE if layer.encoding.contextual_positions else TOLERANCE
+        built.tolerance[name] = CONTEXTUAL_TOLERANCE if layer.encoding.capabilities.contextual_positions else TOLERANCE
     return built
 
 

@@ -46,7 +46,7 @@ def attention_oracle(
     bias = encoding.bias(positions, positions)  # [(b,) h, i, j] or None
     terms = encoding.score_terms(q, k, positions, positions, project=project)  # [b, h, i, j] or None
     read = None if content is None else encoding.content_terms(q, k, content, content)  # [b, h, i, j] or None
-    weights = q.new_zeros(*q.shape[:3], s) if encoding.reads_attention_weights else None  # [b, h, i, j]
+    weights = q.new_zeros(*q.shape[:3], s) if encoding.capabilities.reads_attention_weights else None  # [b, h, i, j]
     out = q.new_empty(*q.shape[:3], v.shape[-1])  # [b, h, i, d_v]: q and k may be wider (PoPE)
     for i in range(s):
         scores = (q[:, :, i : i + 1] @ k.transpose(-1, -2)) * scale  # [b, h, 1, j]

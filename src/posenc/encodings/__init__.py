@@ -11,7 +11,7 @@ import re
 
 from posenc import plugins
 from posenc.encodings.additive import AdditiveEncoding
-from posenc.encodings.base import KINDS, VIEWS, PositionalEncoding, resolve_positions
+from posenc.encodings.base import KINDS, VIEWS, PositionalEncoding, constructor_arguments, resolve_positions
 from posenc.encodings.bias import (
     ALIBI_DESCRIPTION,
     SWIN_DESCRIPTION,
@@ -82,14 +82,14 @@ from posenc.encodings.sandwich import DESCRIPTION as SANDWICH_DESCRIPTION
 from posenc.encodings.sandwich import Sandwich
 from posenc.encodings.shaw import DESCRIPTION as SHAW_DESCRIPTION
 from posenc.encodings.shaw import ShawRelativePosition
-from posenc.encodings.stick_breaking import DESCRIPTION as STICK_BREAKING_DESCRIPTION
-from posenc.encodings.stick_breaking import StickBreaking
 from posenc.encodings.sinusoidal import (
     SINUSOIDAL_DESCRIPTION,
     SINUSOIDAL_GRID_DESCRIPTION,
     SinusoidalEncoding,
     SinusoidalGridEncoding,
 )
+from posenc.encodings.stick_breaking import DESCRIPTION as STICK_BREAKING_DESCRIPTION
+from posenc.encodings.stick_breaking import StickBreaking
 from posenc.encodings.string import DESCRIPTION as STRING_DESCRIPTION
 from posenc.encodings.string import STRING
 from posenc.encodings.swin_v2 import DESCRIPTION as SWIN_V2_DESCRIPTION
@@ -225,7 +225,7 @@ def build(name: str, **kwargs) -> PositionalEncoding:
             the encoding does not take (the message lists those it does).
     """
     cls = encoding_class(name)
-    accepted = cls.arguments()
+    accepted = constructor_arguments(cls)
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
         takes = ", ".join(accepted) if accepted else "no arguments"

@@ -6,6 +6,7 @@ import torch
 
 from posenc._validation import check_choice, check_float_tensor, check_int, check_positive_int
 from posenc.encodings.base import PositionalEncoding, resolve_positions
+from posenc.encodings.capabilities import declare
 
 MODES = ("add", "concat")
 
@@ -22,7 +23,8 @@ class AdditiveEncoding(PositionalEncoding):
     """
 
     kind = "additive"
-    follows_moving_positions = False  # the codes are in the embeddings, so in every cached key
+    # the codes are in the embeddings, so in every cached key: the kind says so already, declared for the reader
+    capabilities = declare(follows_moving_positions=False)
 
     def __init__(self, d_model: int, *, mode: str = "add", prefix_tokens: int = 0) -> None:
         super().__init__()
@@ -44,7 +46,7 @@ class AdditiveEncoding(PositionalEncoding):
         if x.dim() != 3 or x.shape[1] == 0:
             raise ValueError(f"x must have shape [b, s, d] with s ≥ 1, got {tuple(x.shape)}")
         positions = resolve_positions(
-            positions, x, seq_dim=1, columns=self.position_columns
+            positions, x, seq_dim=1, columns=self.position_space.columns
         )  # [s] or [b, s] (, n)
         codes = self.codes(positions).to(x.dtype)  # [s, d_model] or [b, s, d_model]
         if self.prefix_tokens:

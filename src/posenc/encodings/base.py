@@ -17,7 +17,7 @@ Notation used for tensor shapes:
     b batch, s sequence, h heads, d width (d_head per head), i / j query / key positions.
 
 Positions are explicit tensors: integers ``[s]`` (shared by the batch) or ``[b, s]`` on one axis,
-coordinates ``[s, n]`` or ``[b, s, n]`` on n axes (integer or float; see ``position_columns``);
+coordinates ``[s, n]`` or ``[b, s, n]`` on n axes (integer or float; see ``position_space``);
 ``None`` means ``arange(s)``. A KV-cache offset or a packed sequence is expressed as
 positions, so one contract covers training, decoding and packing.
 """
@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from posenc._validation import as_coordinates, as_positions, check_float_tensor, row_shapes, same_shape
+from posenc.encodings.capabilities import FIELDS, Capabilities, Declaration, derive
 from posenc.encodings.description import NOT_DECLARED as NOT_DECLARED  # re-exported, as before
 from posenc.encodings.description import PLACES as PLACES
 from posenc.encodings.description import SPECIMEN_MODEL
@@ -56,7 +57,11 @@ VIEWS = (
     "counted_positions",
     "closed_form_dot",
     "shift_map",
+    "translations",
 )
+#: Names that each said one thing about positions, now fields of :class:`PositionSpace`: a class that
+#: defines one is refused (it would be silently ignored).
+_OLD_POSITION_NAMES = ("position_columns", "position_axes", "position_limit")
 #: The methods whose definition in a class declares a view where the class declares no ``views``.
 _VIEW_METHODS = {"frequencies": ("frequency_pieces",), "bias": ("bias", "score_mod")}
 
@@ -157,6 +162,42 @@ class RotarySpectrum:
     unrotated: str = "last"
 
 
+@dataclass(frozen=True)
+class PositionSpace:
+    """What positions an encoding takes.
+
+    Attributes:
+        columns: columns of a position tensor: 1 for ``[s]`` / ``[b, s]`` (Swin's window index included),
+            n for coordinates on n axes, ``[s, n]`` / ``[b, s, n]``.
+        axes: coordinates a position stands for: 1 for a place in a sequence; 2 where an integer position
+            is the row-major index of a token in a 2-D window (Swin), so that i − j is no distance.
+        limit: positions 0 … limit − 1 are all the encoding can represent (a learned table's size);
+            None: any.
+    """
+
+    columns: int = 1
+    axes: int = 1
+    limit: int | None = None
+
+
+def constructor_arguments(cls: type[PositionalEncoding]) -> list[str]:
+    """The keyword arguments an encoding's constructor takes: its own, and, where it passes ``**kwargs`` on,
+    those of the parent it passes them to (a variant with other defaults takes its parent's)."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        parameters = inspect.signature(vars(klass)["__init__"]).parameters.values()
+        names += [
+            p.name
+            for p in parameters
+            if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in names
+        ]
+        if not any(p.kind == p.VAR_KEYWORD for p in parameters) or klass is PositionalEncoding:
+            break
+    return names
+
+
 def defined_views(cls: type[PositionalEncoding]) -> frozenset[str]:
     """The views whose method ``cls`` defines (the base defines none but ``bias``/``score_mod``, which it
     overrides): the views of a class that declares no ``views``."""
@@ -189,71 +230,45 @@ class PositionalEncoding(nn.Module):
     max_len: int | None = None
     #: Buffers derived from hyper-parameters and kept in float64: a dtype conversion of the module
     #: (``.to(torch.bfloat16)``) empties them instead of rounding them; they are rebuilt on demand.
-    exact_buffers: tuple[str, ...] = ()
-    #: Coordinates a position stands for: 1 for a place in a sequence; 2 where an integer position is
-    #: the row-major index of a token in a 2-D window (Swin), so that i − j is no distance.
-    position_axes: ClassVar[int] = 1
-    #: Buffers holding fixed constants of the encoding (ALiBi's slopes), counted as such, never learned.
-    fixed_buffers: tuple[str, ...] = ()
-    #: Whether the encoding counts positions from the content (CoPE's gates on q·k) rather than reading
-    #: the positions it is given: the relative-position test then says so instead of a category.
-    contextual_positions: ClassVar[bool] = False
+    _exact_buffers: tuple[str, ...] = ()
+    #: What caches, masks, temperature and analysis may do with it (:mod:`posenc.encodings.capabilities`):
+    #: a class declares where it differs from its kind with ``capabilities = declare(...)``; an instance
+    #: whose settings decide sets ``self.capabilities = replace(type(self).capabilities, ...)`` in its
+    #: ``__init__``. Nothing declared gives the kind's safe answers.
+    capabilities: Capabilities = derive("none", {}, defines_content=False, defines_value_terms=False)
+    _declared: ClassVar[dict[str, bool]] = {}
 
-    # Capabilities: what a cache may do with the encoding. An encoding that declares none gets the
-    # answer of its kind, and the safe one where the kind cannot tell (a refusal or a recomputation,
-    # never a wrong cache); a class attribute of the same name declares it.
-
-    @property
-    def rotated_keys_are_cacheable(self) -> bool:
-        """Whether a key rotated once stays right for every later query, so a KV cache may hold rotated
-        keys; where False, attention caches keys unrotated and rotates them with each call's queries.
-        Undeclared: True where ``rotate`` is the identity, False for a rotary encoding (recomputed: right
-        whatever the rotation reads)."""
-        return self.kind != "rotary"
-
-    @property
-    def follows_moving_positions(self) -> bool:
-        """Whether the encoding follows positions that move in a cache (StreamingLLM's sinks and window,
-        whose tokens take their places in the cache). Undeclared: False for an additive encoding (a
-        cached key keeps the code of the place it entered at) and for any kind posenc does not know,
-        True where positions are read in attention (rotary, bias) or not at all (none)."""
-        return self.kind in ("rotary", "bias", "none")
-
-    @property
-    def accepts_query_temperature(self) -> bool:
-        """Whether attention may multiply the queries by a factor of their position (Llama 4's temperature
-        tuning, SSMax: :mod:`posenc.temperature`) and still compute this encoding. Undeclared: True where
-        the query enters the scores only through products with keys (kinds rotary, bias, additive, none),
-        so the factor scales those logits; False for an encoding that counts positions from the content
-        (its counts would change with the factor) and for any kind posenc does not know."""
-        return self.kind in ("rotary", "bias", "additive", "none") and not self.contextual_positions
-
-    @property
-    def two_sided(self) -> bool:
-        """Whether keys after the query get a bias of their own (for bidirectional attention): the
-        analysis then measures both sides of the query. False: measured as causal attention sees it,
-        on keys up to the query."""
-        return False
-
-    @property
-    def follows_documents(self) -> bool:
-        """Whether packed documents (attention's document mask) give each document what it gets alone: true
-        of any encoding whose scores read nothing outside the keys a query sees, and the key's tokens up to
-        the query. False where a query's weights read the keys it does not see (stick-breaking's leftover
-        stick runs over every earlier key): attention then refuses documents. Undeclared: True."""
-        return True
-
-    @property
-    def reads_content(self) -> bool:
-        """Whether the encoding reads each token's layer input (a position made of the content: FoX's forget
-        gates, PaTH's Householder vectors) through :meth:`content`; attention then hands it the layer
-        input and a KV cache keeps what it read with each key, and :meth:`attend` on q, k and v alone
-        (no layer input) is refused. Undeclared: True where the class defines ``content``."""
-        return type(self).content is not PositionalEncoding.content
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        old = sorted(name for name in FIELDS if name in vars(cls))
+        if old:
+            raise TypeError(
+                f"{cls.__name__} sets {', '.join(old)} on the class: capabilities are declared in one place, "
+                f"capabilities = declare({old[0]}=...) (posenc.encodings.capabilities)"
+            )
+        old = sorted(name for name in _OLD_POSITION_NAMES if name in vars(cls))
+        if old:
+            raise TypeError(
+                f"{cls.__name__} defines {', '.join(old)}: what positions an encoding takes is one "
+                "position_space property returning PositionSpace(columns=, axes=, limit=)"
+            )
+        own = vars(cls).get("capabilities")
+        if own is not None and not isinstance(own, Declaration):
+            raise TypeError(
+                f"{cls.__name__}.capabilities must be declare(...) on the class (an instance whose settings "
+                f"decide sets self.capabilities in __init__), got {type(own).__name__}"
+            )
+        cls._declared = {**cls._declared, **(own.as_dict() if own is not None else {})}
+        cls.capabilities = derive(
+            cls.kind,
+            cls._declared,
+            defines_content=cls.content is not PositionalEncoding.content,
+            defines_value_terms=cls.value_terms is not PositionalEncoding.value_terms,
+        )
 
     def _apply(self, fn, recurse=True):
         super()._apply(fn, recurse)
-        for name in self.exact_buffers:
+        for name in self._exact_buffers:
             buffer = getattr(self, name)
             if buffer.dtype != torch.float64:
                 setattr(
@@ -269,28 +284,8 @@ class PositionalEncoding(nn.Module):
         among d_model, n_heads, d_head = d_model / n_heads and max_len. Override to add more (e.g. a
         symmetric bias for a bidirectional model)."""
         sizes = {"d_model": d_model, "n_heads": n_heads, "d_head": d_model // n_heads, "max_len": max_len}
-        accepted = cls.arguments()
+        accepted = constructor_arguments(cls)
         return {name: value for name, value in sizes.items() if name in accepted}
-
-    @classmethod
-    def arguments(cls) -> list[str]:
-        """The keyword arguments the constructor takes: its own, and, where it passes ``**kwargs`` on,
-        those of the parent it passes them to (a variant with other defaults takes its parent's)."""
-        names: list[str] = []
-        for klass in cls.__mro__:
-            if "__init__" not in vars(klass):
-                continue
-            parameters = inspect.signature(vars(klass)["__init__"]).parameters.values()
-            names += [
-                p.name
-                for p in parameters
-                if p.name != "self"
-                and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-                and p.name not in names
-            ]
-            if not any(p.kind == p.VAR_KEYWORD for p in parameters) or klass is PositionalEncoding:
-                break
-        return names
 
     def for_grid(self, trained: tuple[int, ...], grid: tuple[int, ...]) -> PositionalEncoding:
         """The encoding a model trained on ``trained``-sized grids of patches uses on ``grid``-sized ones
@@ -332,71 +327,9 @@ class PositionalEncoding(nn.Module):
         return arguments
 
     @property
-    def position_columns(self) -> int:
-        """Columns of a position tensor this encoding takes: 1 for ``[s]`` / ``[b, s]`` (Swin's window
-        index included), n for coordinates on n axes, ``[s, n]`` / ``[b, s, n]``."""
-        return 1
-
-    @property
-    def acts_in_attention(self) -> bool:
-        """Whether attention's hooks (rotate, bias, score_mod) do anything for this encoding."""
-        return self.kind not in ("additive", "none")
-
-    @property
-    def position_limit(self) -> int | None:
-        """Positions 0 … limit − 1 are all the encoding can represent (a learned table's size); None: any."""
-        return None
-
-    def translations(
-        self, seq_len: int, shifts: tuple[int, ...] | None = None
-    ) -> tuple[torch.Tensor, tuple[int, ...]]:
-        """Positions ``[s]`` and shifts Δ at which a shift of every position is a translation.
-
-        The relative-position test compares attention logits at ``positions`` and ``positions + Δ``.
-        Default: 0 … seq_len − 1 and Δ = 1, 7, 100, kept inside ``position_limit``. On n axes: a grid of
-        about ``seq_len`` tokens ``[s, n]`` and shift vectors Δ (1, 7 and 100 along each axis, and 3 along
-        all of them: the grid translation test).
-
-        Raises:
-            ValueError: a given shift that leaves the encoding's positions, or no room to shift at all.
-        """
-        if self.position_columns > 1:
-            return self._grid_translations(seq_len, shifts)
-        limit = self.position_limit
-        if limit is not None:
-            seq_len = min(seq_len, limit // 2)
-            if seq_len < 1:
-                raise ValueError(f"a table of {limit} positions leaves no room to shift a position")
-        if shifts is None:
-            shifts = (1, 7, 100) if limit is None else tuple(s for s in (1, 7, 100) if seq_len + s <= limit)
-        for shift in shifts:
-            if limit is not None and not (0 <= shift and seq_len + shift <= limit):
-                raise ValueError(
-                    f"shift {shift} moves positions 0 … {seq_len - 1} outside the table of {limit}"
-                )
-        return torch.arange(seq_len), tuple(shifts)
-
-    def _grid_translations(
-        self, seq_len: int, shifts: tuple | None
-    ) -> tuple[torch.Tensor, tuple[tuple[int, ...], ...]]:
-        n = self.position_columns
-        side = max(2, round(seq_len ** (1 / n)))
-        grid = torch.stack(torch.meshgrid(*[torch.arange(side)] * n, indexing="ij"), dim=-1).reshape(-1, n)
-        if shifts is None:
-            unit = torch.eye(n, dtype=torch.int64)
-            shifts = tuple(tuple((step * unit[a]).tolist()) for step in (1, 7, 100) for a in range(n))
-            shifts += ((3,) * n,)
-        for shift in shifts:
-            if not isinstance(shift, tuple) or len(shift) != n:
-                raise ValueError(f"a shift of positions on {n} axes is a tuple of {n} ints, got {shift!r}")
-        return grid, tuple(shifts)
-
-    def along_line(self, positions: torch.Tensor) -> torch.Tensor:
-        """Positions ``[...]`` on one line as this encoding takes them: themselves on one axis, the
-        diagonal ``[..., n]`` (every coordinate equal, where M-RoPE puts text) on n axes. Analysis
-        measures the 1-D claims (codes, rotations, decay with distance) along it."""
-        n = self.position_columns
-        return positions if n == 1 else positions.unsqueeze(-1).expand(*positions.shape, n)
+    def position_space(self) -> PositionSpace:
+        """What positions the encoding takes (columns, axes, limit): one integer column, unbounded, here."""
+        return PositionSpace()
 
     # --- the views analysis reads (their methods live on the encodings that give them) ----------------
 
@@ -512,12 +445,6 @@ class PositionalEncoding(nn.Module):
         """
         return None
 
-    @property
-    def reads_attention_weights(self) -> bool:
-        """Whether the encoding adds ``value_terms`` to the output: attention then computes its weights
-        explicitly (the eager path, on every backend)."""
-        return False
-
     def value_terms(
         self, weights: torch.Tensor, q_positions: torch.Tensor, k_positions: torch.Tensor
     ) -> torch.Tensor | None:
@@ -525,7 +452,7 @@ class PositionalEncoding(nn.Module):
         scores), added to weights·V: Shaw et al.'s relative values; None here."""
         return None
 
-    def query_block_terms(
+    def block_terms(
         self,
         q: torch.Tensor,
         k: torch.Tensor,
@@ -533,11 +460,14 @@ class PositionalEncoding(nn.Module):
         k_positions: torch.Tensor,
         *,
         project: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None,
+        content: tuple[torch.Tensor, torch.Tensor] | None = None,
     ):
-        """What ``bias`` + ``score_terms`` add to the scores, as a function of one block of queries
-        (:class:`posenc.kernels.query_blocked.BlockTerms`), so that attention never holds them for every
-        pair at once; None (the default) where the encoding gives no such form: attention then reads
-        ``bias`` and ``score_terms`` whole."""
+        """What ``bias``, ``score_terms`` and ``content_terms`` add to the scores, as a function of one block
+        of queries (:class:`posenc.kernels.query_blocked.BlockTerms`), so that attention never holds them for
+        every pair at once; None (the default) where the encoding gives no such form: attention then reads
+        the terms whole. ``content``: what :meth:`content` read of the queries ``[b, i, c]`` and keys
+        ``[b, j, c]``, for an encoding that reads the content (None otherwise); ``project`` as for
+        :meth:`score_terms`."""
         return None
 
     def content(self, x: torch.Tensor) -> torch.Tensor | None:
@@ -553,15 +483,6 @@ class PositionalEncoding(nn.Module):
         """Logit terms ``[b, h, i, j]`` that read what :meth:`content` gave for the queries ``[b, i, c]``
         and the keys ``[b, j, c]`` (the queries are the last i of the keys), and q ``[b, h, i, d]`` and k
         ``[b, h_kv, j, d]``; added to q·kᵀ·scale with the bias and score terms; None here."""
-        return None
-
-    def content_block_terms(
-        self, q: torch.Tensor, k: torch.Tensor, q_content: torch.Tensor, k_content: torch.Tensor
-    ):
-        """What ``bias``, ``score_terms`` and ``content_terms`` add to the scores, as a function of one block
-        of queries (:class:`posenc.kernels.query_blocked.BlockTerms`), for an encoding that reads the content
-        (``query_block_terms``' counterpart, with what :meth:`content` read of the queries ``[b, i, c]`` and
-        keys ``[b, j, c]``); None (the default): attention reads the terms whole."""
         return None
 
     def output_terms(

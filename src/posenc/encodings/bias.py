@@ -8,6 +8,7 @@ Each gives the same numbers two ways: ``bias(q_positions, k_positions)`` materia
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 from torch import nn
@@ -21,7 +22,7 @@ from posenc._validation import (
     check_positive_int,
     pair_positions,
 )
-from posenc.encodings.base import PositionalEncoding
+from posenc.encodings.base import PositionalEncoding, PositionSpace
 from posenc.encodings.description import Description, SeedRow
 from posenc.functional.alibi import alibi_bias, alibi_distance_bias, alibi_scores, alibi_slopes
 from posenc.functional.relative import swin_relative_index, swin_table_size, t5_relative_bucket
@@ -97,7 +98,6 @@ class ALiBi(BiasEncoding):
             power-of-two head counts).
     """
 
-    fixed_buffers = ("slopes",)
 
     @classmethod
     def model_arguments(cls, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
@@ -107,15 +107,12 @@ class ALiBi(BiasEncoding):
     def __init__(self, n_heads: int, *, symmetric: bool = False, bias_max: float | None = None) -> None:
         super().__init__(n_heads)
         self.symmetric = check_bool("symmetric", symmetric)
+        # a symmetric ALiBi biases keys after the query by their own distance
+        self.capabilities = replace(type(self).capabilities, two_sided=self.symmetric)
         self.bias_max = None if bias_max is None else check_positive_float("bias_max", bias_max)
         self.register_buffer(
             "slopes", alibi_slopes(self.n_heads, bias_max=self.bias_max), persistent=False
         )  # [h]
-
-    @property
-    def two_sided(self) -> bool:
-        """A symmetric ALiBi biases keys after the query by their own distance."""
-        return self.symmetric
 
     def _apply(self, fn, recurse=True):
         super()._apply(fn, recurse)
@@ -145,6 +142,7 @@ ALIBI_DESCRIPTION = Description(
     used_by="BLOOM, MPT",
     parameter_formula="0",
     seed_row=SeedRow(5, "ALiBi", "h slopes", "Excellent", "Explicit"),
+    fixed_buffers=("slopes",),
     figures={
         "bias-heads": "−m_h·(i − j) on one colour scale: head 0 falls off fastest, the last head barely at all. "
         "Keys after the query (above the diagonal) get a positive bias that the causal mask removes.",
@@ -197,6 +195,8 @@ class T5RelativeBias(BiasEncoding):
         self.num_buckets = check_positive_int("num_buckets", num_buckets)
         self.max_distance = check_positive_int("max_distance", max_distance)
         self.bidirectional = check_bool("bidirectional", bidirectional)
+        # a bidirectional T5 bias has buckets of its own for keys after the query
+        self.capabilities = replace(type(self).capabilities, two_sided=self.bidirectional)
         # Every distance beyond ±max_distance shares its side's last bucket, so a lookup over
         # [−max_distance, max_distance] with clamped distances is exact (and runs under vmap).
         distances = torch.arange(-max_distance, max_distance + 1)
@@ -207,11 +207,6 @@ class T5RelativeBias(BiasEncoding):
         self.table = nn.Parameter(
             torch.randn(num_buckets, self.n_heads) * check_positive_float("init_std", init_std)
         )
-
-    @property
-    def two_sided(self) -> bool:
-        """A bidirectional T5 bias has buckets of their own for keys after the query."""
-        return self.bidirectional
 
     def count_parameters(self, max_len: int, d_model: int, n_heads: int) -> int:
         return self.num_buckets * (n_heads or self.n_heads)
@@ -278,8 +273,6 @@ class SwinRelativeBias(BiasEncoding):
     Wh×Ww window; positions are the tokens' row-major indices 0 … Wh·Ww − 1 within the window.
     """
 
-    position_axes = 2
-
     def __init__(self, n_heads: int, *, window: int | tuple[int, int] = 7, init_std: float = 0.02) -> None:
         super().__init__(n_heads)
         self.window = window
@@ -301,9 +294,9 @@ class SwinRelativeBias(BiasEncoding):
         return (self.window, self.window) if isinstance(self.window, int) else tuple(self.window)
 
     @property
-    def position_limit(self) -> int:
-        """Positions are the row-major token indices 0 … Wh·Ww − 1 of the window."""
-        return self.relative_index.shape[0]
+    def position_space(self) -> PositionSpace:
+        """Positions are the row-major token indices 0 … Wh·Ww − 1 of a 2-D window: one column, two axes."""
+        return PositionSpace(axes=2, limit=self.relative_index.shape[0])
 
     def _checked_offsets(self, q_offset: object, kv_offset: object) -> tuple[int, int]:
         """Offsets 0 only: a window's tokens are its indices, with no KV cache to continue (an offset read
@@ -311,7 +304,7 @@ class SwinRelativeBias(BiasEncoding):
         q_offset, kv_offset = super()._checked_offsets(q_offset, kv_offset)
         if q_offset or kv_offset:
             raise ValueError(
-                f"Swin positions are token indices 0 … {self.position_limit - 1} of one window: its score_mod "
+                f"Swin positions are token indices 0 … {self.position_space.limit - 1} of one window: its score_mod "
                 f"takes no offsets, got q_offset={q_offset}, kv_offset={kv_offset} (give q_positions and "
                 "k_positions)"
             )

@@ -11,7 +11,13 @@ from __future__ import annotations
 import torch
 
 from posenc._validation import check_float_tensor, check_positive_int
-from posenc.encodings.base import PositionalEncoding, query_key_positions
+from posenc.encodings.base import (
+    PositionalEncoding,
+    PositionSpace,
+    constructor_arguments,
+    query_key_positions,
+)
+from posenc.encodings.capabilities import declare
 
 #: Why the lab's sequence tasks do not train encodings of positions on several axes.
 GRID_ONLY = "its positions are coordinates on several axes (image patches); the lab's tasks are 1-D sequences"
@@ -34,7 +40,7 @@ class CoordinateRotation(PositionalEncoding):
 
     kind = "rotary"
     #: The map of a key reads the key and its own positions only: a cache may keep it turned.
-    rotated_keys_are_cacheable = True
+    capabilities = declare(rotated_keys_are_cacheable=True)
     per_head = False
 
     def __init__(self, d_head: int, *, axes: int = 1, n_heads: int | None = None) -> None:
@@ -47,7 +53,7 @@ class CoordinateRotation(PositionalEncoding):
     def model_arguments(cls, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
         """The head width d_model / n_heads, and the heads where the constructor takes them."""
         sizes = {"d_head": d_model // n_heads, "n_heads": n_heads, "max_len": max_len}
-        return {name: value for name, value in sizes.items() if name in cls.arguments()}
+        return {name: value for name, value in sizes.items() if name in constructor_arguments(cls)}
 
     @property
     def input_widths(self) -> tuple[int, ...]:
@@ -55,14 +61,9 @@ class CoordinateRotation(PositionalEncoding):
         return (self.d_head,)
 
     @property
-    def position_axes(self) -> int:
-        """Coordinate axes of a position (a host int, also under torch.compile)."""
-        return self.axes
-
-    @property
-    def position_columns(self) -> int:
-        """Columns of a position tensor: ``[s]`` on one axis, ``[s, n]`` on n."""
-        return self.axes
+    def position_space(self) -> PositionSpace:
+        """``[s]`` on one axis, coordinates ``[s, n]`` on n (host ints, also under torch.compile)."""
+        return PositionSpace(columns=self.axes, axes=self.axes)
 
     def turn(self, x: torch.Tensor, positions: torch.Tensor, *, query: bool) -> torch.Tensor:
         """x ``[b, h, s, d_head]`` turned at coordinates ``[s, n]`` or ``[b, s, n]`` (n ≥ 1: one axis is a

@@ -11,6 +11,7 @@ from torch import nn
 
 from posenc._validation import check_float_tensor, check_nonnegative_float, check_positive_int
 from posenc.encodings.base import PositionalEncoding
+from posenc.encodings.capabilities import declare
 from posenc.encodings.description import Description
 from posenc.kernels.query_blocked import BlockTerms
 
@@ -90,7 +91,7 @@ class ContextualPositionEncoding(PositionalEncoding):
     """
 
     kind = "bias"
-    contextual_positions = True
+    capabilities = declare(contextual_positions=True)
 
     @classmethod
     def model_arguments(cls, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
@@ -234,7 +235,7 @@ class ContextualPositionEncoding(PositionalEncoding):
         positions = self.counted_positions(q, k)  # [b, h, i, j]
         return interpolate_position_logits(self.position_logits(q), positions)
 
-    def query_block_terms(
+    def block_terms(
         self,
         q: torch.Tensor,
         k: torch.Tensor,
@@ -242,6 +243,7 @@ class ContextualPositionEncoding(PositionalEncoding):
         k_positions: torch.Tensor,
         *,
         project: Callable | None = None,
+        content: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> BlockTerms:
         """:meth:`score_terms` for one block of queries at a time (``posenc.kernels.query_blocked``): a
         query's count reads only its own gates, so a block counts over the keys it sees, as the whole does.

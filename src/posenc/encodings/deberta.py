@@ -304,7 +304,7 @@ class DisentangledAttention(PositionalEncoding):
             terms = terms + position_to_content(k, pos_query.to(k.dtype), index, h) / scale
         return terms
 
-    def query_block_terms(
+    def block_terms(
         self,
         q: torch.Tensor,
         k: torch.Tensor,
@@ -312,6 +312,7 @@ class DisentangledAttention(PositionalEncoding):
         k_positions: torch.Tensor,
         *,
         project: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None,
+        content: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> BlockTerms:
         """:meth:`score_terms` for one block of queries at a time (``posenc.kernels.query_blocked``): each
         block forms its queries' q·K_rᵀ, its keys' k·Q_rᵀ and the content correction, and gathers its

@@ -50,6 +50,8 @@ class Description:
             d (``d_model``) and h (``n_heads``), e.g. ``"L·d"``; None: not declared (the parameter
             claim is then not applicable, and only the count is shown).
         seed_row: the encoding's row of seed 004's table, or None.
+        fixed_buffers: names of the buffers that hold fixed constants of the encoding (ALiBi's slopes),
+            counted as such by the lab, never as learned parameters.
         specimen_kwargs: constructor arguments of the instance analysis and figures show; None builds
             it for a small model (d_model 64, 8 heads, 256 positions) through ``model_arguments``.
         figures: figure kind -> caption (None: the gallery's caption) of the figures drawn of it; None
@@ -68,6 +70,7 @@ class Description:
     used_by: str = NOT_DECLARED
     parameter_formula: str | None = None
     seed_row: SeedRow | None = None
+    fixed_buffers: tuple[str, ...] = ()
     specimen_kwargs: Mapping[str, object] | None = None
     figures: Mapping[str, str | None] | None = None
     lab_not_applicable: str | None = None

@@ -195,7 +195,7 @@ class FIRE(PositionalEncoding):
         values = self.head_values(x)  # [h, (b,) i, j]
         return values if x.dim() == 2 else values.movedim(0, 1)
 
-    def query_block_terms(
+    def block_terms(
         self,
         q: torch.Tensor,
         k: torch.Tensor,
@@ -203,6 +203,7 @@ class FIRE(PositionalEncoding):
         k_positions: torch.Tensor,
         *,
         project=None,
+        content: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> BlockTerms:
         """:meth:`bias` for one block of queries at a time (``posenc.kernels.query_blocked``): the MLP's
         pieces (:func:`relu_mlp_pieces`) are formed once, each block's inputs and values per pair."""

@@ -21,6 +21,7 @@ from torch import nn
 
 from posenc._validation import check_float_tensor, check_positive_int
 from posenc.encodings.base import PositionalEncoding
+from posenc.encodings.capabilities import declare
 from posenc.encodings.description import Description
 from posenc.functional.forgetting import cumulative_log_gates, forget_bias, forget_bias_block
 from posenc.kernels.query_blocked import BlockTerms
@@ -61,7 +62,7 @@ class ForgettingTransformer(PositionalEncoding):
     """
 
     kind = "bias"
-    contextual_positions = True
+    capabilities = declare(contextual_positions=True)
     views = frozenset()
 
     @classmethod
@@ -100,10 +101,14 @@ class ForgettingTransformer(PositionalEncoding):
         ``[b, h, i, d]`` are the last i of the keys."""
         return forget_bias(k_content, q.shape[2])
 
-    def content_block_terms(self, q, k, q_content, k_content) -> BlockTerms:
+    def block_terms(self, q, k, q_positions, k_positions, *, project=None, content=None) -> BlockTerms | None:
         """D for one block of queries at a time (:class:`posenc.kernels.query_blocked.BlockTerms`): the
         cumulative log gates ``[b, h, j]`` once, with autograd, and c_i − c_j per block, so attention's
-        CPU sdpa path holds ``[b, h, block, j]`` at most, never ``[b, h, i, j]``."""
+        CPU sdpa path holds ``[b, h, block, j]`` at most, never ``[b, h, i, j]``. None without the
+        content (the gates are read from it)."""
+        if content is None:
+            return None
+        k_content = content[1]  # [b, j, h]
         offset = k_content.shape[1] - q.shape[2]  # the queries are the last i of the keys
         dtype = torch.promote_types(k_content.dtype, torch.float32)
 

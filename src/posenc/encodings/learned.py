@@ -7,6 +7,7 @@ from torch import nn
 
 from posenc._validation import check_choice, check_on_device, check_positive_float, check_positive_int
 from posenc.encodings.additive import AdditiveEncoding
+from posenc.encodings.base import PositionSpace
 from posenc.encodings.description import Description, SeedRow
 from posenc.functional.resample import resample_table
 
@@ -51,9 +52,9 @@ class LearnedEncoding(AdditiveEncoding):
         return (max_len or self.max_len) * (d_model or self.d_model)
 
     @property
-    def position_limit(self) -> int:
+    def position_space(self) -> PositionSpace:
         """The table's rows: positions 0 … max_len − 1."""
-        return self.max_len
+        return PositionSpace(limit=self.max_len)
 
     def reset_parameters(self) -> None:
         with torch.no_grad():

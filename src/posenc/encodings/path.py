@@ -22,6 +22,7 @@ from torch import nn
 
 from posenc._validation import check_float_tensor, check_positive_int
 from posenc.encodings.base import PositionalEncoding
+from posenc.encodings.capabilities import declare
 from posenc.encodings.description import Description
 from posenc.functional.path import path_scores_chunked, path_scores_eager
 from posenc.kernels.query_blocked import BlockTerms
@@ -64,7 +65,7 @@ class PaTH(PositionalEncoding):
     """
 
     kind = "bias"
-    contextual_positions = True
+    capabilities = declare(contextual_positions=True)
     views = frozenset()
 
     @classmethod
@@ -133,10 +134,14 @@ class PaTH(PositionalEncoding):
         after = torch.arange(keys, device=q.device) > torch.arange(first, keys, device=q.device)[:, None]
         return terms.masked_fill(after, float("-inf"))
 
-    def content_block_terms(self, q, k, q_content, k_content) -> BlockTerms:
+    def block_terms(self, q, k, q_positions, k_positions, *, project=None, content=None) -> BlockTerms | None:
         """The terms for one block of queries and the keys up to its last query at a time
         (:class:`posenc.kernels.query_blocked.BlockTerms`), so attention's CPU sdpa path holds
-        ``[b, h, block, j]`` logits at most; causal attention only (the keys end at the block's last query)."""
+        ``[b, h, block, j]`` logits at most; causal attention only (the keys end at the block's last query).
+        None without the content (the transforms are read from it)."""
+        if content is None:
+            return None
+        k_content = content[1]  # [b, j, h·d + h]
         self._check_heads(q)
         offset = k_content.shape[1] - q.shape[2]  # the queries are the last i of the keys
         w, beta = self._transforms(k_content, torch.promote_types(q.dtype, torch.float32))

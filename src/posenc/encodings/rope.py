@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import NamedTuple
 
 import torch
@@ -17,7 +18,7 @@ from posenc._validation import (
     check_positive_float,
     check_positive_int,
 )
-from posenc.encodings.base import PositionalEncoding, RotarySpectrum, resolve_positions
+from posenc.encodings.base import PositionalEncoding, PositionSpace, RotarySpectrum, resolve_positions
 from posenc.encodings.description import Description, SeedRow
 from posenc.encodings.rope_schemes import RotaryScheme, rotary_scheme
 from posenc.encodings.rope_xpos import xpos_reference
@@ -170,7 +171,7 @@ class RotaryEncoding(PositionalEncoding):
     """
 
     kind = "rotary"
-    exact_buffers = ("cos_cached", "sin_cached")
+    _exact_buffers = ("cos_cached", "sin_cached")
 
     def __init__(
         self,
@@ -234,6 +235,11 @@ class RotaryEncoding(PositionalEncoding):
                 frequencies=frequencies,
                 pair_layout=pair_layout,
             )
+        # a key rotated once stays right for every later query, but not with xPos (its scale is measured
+        # from the centre of the queries it meets) nor with LongRoPE's two factor sets (a call past the
+        # original length rotates every key with the long set)
+        cacheable = not self.xpos and not self.scheme.switches_factors
+        self.capabilities = replace(type(self).capabilities, rotated_keys_are_cacheable=cacheable)
         self.unrotated = check_choice("unrotated", unrotated, UNROTATED)
         if augmentation is not None and not isinstance(augmentation, CoordinateAugmentation):
             raise TypeError(f"augmentation must be a CoordinateAugmentation or None, got {augmentation!r}")
@@ -280,15 +286,11 @@ class RotaryEncoding(PositionalEncoding):
         return {"d_head": d_model // n_heads}
 
     @property
-    def position_axes(self) -> int:
-        """Coordinate axes of a position: n with axes, sections or mixed; else 1 (a host int, also
+    def position_space(self) -> PositionSpace:
+        """Coordinates on n axes (``[s, n]``) with axes, sections or mixed; else ``[s]`` (host ints, also
         under torch.compile)."""
-        return self.scheme.position_axes
-
-    @property
-    def position_columns(self) -> int:
-        """Columns of a position tensor: one per axis (``[s, n]``), 1 for ``[s]``."""
-        return self.position_axes
+        axes = self.scheme.position_axes
+        return PositionSpace(columns=axes, axes=axes)
 
     @property
     def inv_freq(self) -> torch.Tensor:
@@ -315,7 +317,7 @@ class RotaryEncoding(PositionalEncoding):
         if self.scheme.learned:
             return frozenset({"rotary_spectrum"})
         fixed = () if self.scheme.follows_length else ("frequencies",)
-        closed = self.scheme.scaling is None and not self.xpos and self.position_axes == 1
+        closed = self.scheme.scaling is None and not self.xpos and self.scheme.position_axes == 1
         return frozenset(
             {"rotation_tables", "rotary_spectrum", *fixed, *(("closed_form_dot",) if closed else ())}
         )
@@ -336,7 +338,7 @@ class RotaryEncoding(PositionalEncoding):
 
     def closed_form_dot(self, distances: torch.Tensor) -> torch.Tensor | None:
         """q·k at distance d for q = k with every pair a unit vector: Σ_k cos(d·θ_k) (unscaled 1-D RoPE only)."""
-        if self.scheme.scaling is not None or self.xpos or self.position_axes > 1:
+        if self.scheme.scaling is not None or self.xpos or self.scheme.position_axes > 1:
             return None
         cos, _ = rope_cos_sin(distances, self.inv_freq, dtype=torch.float64)
         return cos.sum(dim=-1)
@@ -438,13 +440,6 @@ class RotaryEncoding(PositionalEncoding):
         self.cos_cached = torch.cos(angle) * self.attention_factor
         self.sin_cached = torch.sin(angle) * self.attention_factor
 
-    @property
-    def rotated_keys_are_cacheable(self) -> bool:
-        """Whether a key rotated once stays right for every later query: False with xPos (its scale is
-        measured from the centre of the queries it meets) and with LongRoPE's two factor sets (a call
-        past the original length rotates every key with the long set)."""
-        return not self.xpos and not self.scheme.switches_factors
-
     def logit_scale(self, d_head: int) -> float:
         """d_head^(−1/2), times mscale(factor, mscale_all_dim)² for DeepSeek's YaRN
         (:func:`~posenc.functional.rope.rope_logit_scale`)."""
@@ -474,7 +469,7 @@ class RotaryEncoding(PositionalEncoding):
     ) -> None:
         """ValueError when this call takes LongRoPE's long factors while the keys before its own (a KV
         cache's: the first j − i) all lie below the original length, computed by shorter calls."""
-        seq_dim = -1 if self.position_columns == 1 else -2
+        seq_dim = -1 if self.position_space.columns == 1 else -2
         earlier = k_positions.shape[seq_dim] - q_positions.shape[seq_dim]
         if earlier <= 0:
             return
@@ -521,7 +516,7 @@ class RotaryEncoding(PositionalEncoding):
                 f"{self.n_heads} heads, got {q.shape[1]} and {k.shape[1]}"
             )
         k_len, q_len = k.shape[2], q.shape[2]
-        columns = self.position_columns
+        columns = self.position_space.columns
         k_positions = resolve_positions(k_positions, k, seq_dim=2, columns=columns)
         start = k_len - q_len if q_len <= k_len else 0  # default queries: the last q_len keys
         q_positions = resolve_positions(q_positions, q, seq_dim=2, columns=columns, start=start)

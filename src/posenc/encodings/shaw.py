@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 from torch import nn
@@ -151,6 +152,8 @@ class ShawRelativePosition(PositionalEncoding):
         self.d_head = check_positive_int("d_head", d_head)
         self.variant = check_choice("variant", variant, VARIANTS)
         self.values = check_bool("values", values)
+        # the output needs the attention weights (the eager path) with relative values only
+        self.capabilities = replace(type(self).capabilities, reads_attention_weights=self.values)
         self.max_len = None if max_len is None else check_positive_int("max_len", max_len)
         if self.variant == "shaw":
             k = (
@@ -255,7 +258,7 @@ class ShawRelativePosition(PositionalEncoding):
             terms = terms + keys.repeat_interleave(groups, dim=1).transpose(-1, -2)
         return terms / math.sqrt(self.d_head)
 
-    def query_block_terms(
+    def block_terms(
         self,
         q: torch.Tensor,
         k: torch.Tensor,
@@ -263,6 +266,7 @@ class ShawRelativePosition(PositionalEncoding):
         k_positions: torch.Tensor,
         *,
         project: Callable | None = None,
+        content: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> BlockTerms | None:
         """:meth:`score_terms` for one block of queries at a time (``posenc.kernels.query_blocked``); for
         Shaw's clipped table in causal attention over the same consecutive positions, the band of 2K + 1
@@ -296,11 +300,6 @@ class ShawRelativePosition(PositionalEncoding):
                 )
 
         return BlockTerms(block, (table,), direct=direct)
-
-    @property
-    def reads_attention_weights(self) -> bool:
-        """True with relative values: the output needs the attention weights (the eager path)."""
-        return self.values
 
     def value_terms(
         self, weights: torch.Tensor, q_positions: torch.Tensor, k_positions: torch.Tensor

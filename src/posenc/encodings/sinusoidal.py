@@ -9,6 +9,7 @@ import torch
 
 from posenc._validation import check_choice, check_even_positive_int, check_positive_float, check_positive_int
 from posenc.encodings.additive import AdditiveEncoding
+from posenc.encodings.base import PositionSpace
 from posenc.encodings.description import Description, SeedRow
 from posenc.functional.angles import exact_cos_sin, reduced_angles, reduced_angles_unchecked
 from posenc.functional.normalized import sincos_grid_scale
@@ -45,7 +46,7 @@ class SinusoidalEncoding(AdditiveEncoding):
             ``cls_token=True``), e.g. with ``grid_positions(sizes, prefix_tokens=1)``.
     """
 
-    exact_buffers = ("table",)
+    _exact_buffers = ("table",)
 
     def __init__(
         self,
@@ -79,12 +80,9 @@ class SinusoidalEncoding(AdditiveEncoding):
             self.table = table.to(self.table.device)
 
     @property
-    def position_axes(self) -> int:
-        return self.axes
-
-    @property
-    def position_columns(self) -> int:
-        return self.axes
+    def position_space(self) -> PositionSpace:
+        """``[s]`` on one axis, coordinates ``[s, n]`` on n."""
+        return PositionSpace(columns=self.axes, axes=self.axes)
 
     def codes(self, positions: torch.Tensor) -> torch.Tensor:
         if self.axes > 1:  # coordinates [..., s, n]

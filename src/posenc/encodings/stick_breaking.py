@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from posenc._validation import check_choice
 from posenc.encodings.base import PositionalEncoding
+from posenc.encodings.capabilities import declare
 from posenc.encodings.description import Description
 from posenc.functional.stick_breaking import stick_breaking_log_weights
 from posenc.kernels.query_blocked import BlockTerms
@@ -57,8 +58,7 @@ class StickBreaking(PositionalEncoding):
     """
 
     kind = "bias"
-    contextual_positions = True
-    follows_documents = False
+    capabilities = declare(contextual_positions=True, follows_documents=False)
     views = frozenset()
 
     @classmethod
@@ -87,7 +87,10 @@ class StickBreaking(PositionalEncoding):
         log_weights, log_rest = stick_breaking_log_weights(logits, first)
         queries, keys = logits.shape[-2], logits.shape[-1]
         first = keys - queries if first is None else first
-        own = torch.arange(keys, device=q.device) == torch.arange(first, first + queries, device=q.device)[:, None]
+        own = (
+            torch.arange(keys, device=q.device)
+            == torch.arange(first, first + queries, device=q.device)[:, None]
+        )
         log_weights = torch.where(own, log_rest[..., None], log_weights)  # [b, h, i, j]
         return log_weights - logits
 
@@ -96,7 +99,7 @@ class StickBreaking(PositionalEncoding):
         −inf after it (z the scaled logits attention adds them to)."""
         return self._terms(q, k)
 
-    def query_block_terms(self, q, k, q_positions, k_positions, *, project=None) -> BlockTerms:
+    def block_terms(self, q, k, q_positions, k_positions, *, project=None, content=None) -> BlockTerms:
         """:meth:`score_terms` for one block of queries and the keys up to its last query at a time
         (:class:`posenc.kernels.query_blocked.BlockTerms`): each row's weights read only its own logits."""
         offset = k.shape[2] - q.shape[2]  # the queries are the last i of the keys
@@ -114,7 +117,9 @@ class StickBreaking(PositionalEncoding):
         k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)  # [b, h, j, d]
         logits = (q.to(dtype) @ k.to(dtype).transpose(-1, -2)) * self.logit_scale(q.shape[-1])  # [b, h, i, j]
         queries, keys = logits.shape[-2], logits.shape[-1]
-        before = torch.arange(keys, device=q.device) < torch.arange(keys - queries, keys, device=q.device)[:, None]
+        before = (
+            torch.arange(keys, device=q.device) < torch.arange(keys - queries, keys, device=q.device)[:, None]
+        )
         log_rest = torch.where(before, F.logsigmoid(-logits), 0.0).sum(-1)  # [b, h, i]: Σ_{l<i} log(1 − β_il)
         v = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1)  # [b, h, j, d]
         own = v[:, :, v.shape[2] - q.shape[2] :].to(log_rest.dtype)  # [b, h, i, d]: each query's own value

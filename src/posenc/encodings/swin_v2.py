@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from posenc._validation import as_coordinates, check_positive_int
-from posenc.encodings.base import PositionalEncoding
+from posenc.encodings.base import PositionalEncoding, PositionSpace
 from posenc.encodings.description import Description
 
 #: Swin v2 maps the offsets of its (pretraining) window to ±8 before taking logarithms.
@@ -94,7 +94,6 @@ class ContinuousPositionBias(PositionalEncoding):
     """
 
     kind = "bias"
-    position_axes = 2
 
     @classmethod
     def model_arguments(cls, *, d_model: int, n_heads: int, max_len: int, causal: bool) -> dict:
@@ -121,8 +120,9 @@ class ContinuousPositionBias(PositionalEncoding):
         )
 
     @property
-    def position_columns(self) -> int:
-        return 2
+    def position_space(self) -> PositionSpace:
+        """(row, column) coordinates ``[s, 2]`` of the patches."""
+        return PositionSpace(columns=2, axes=2)
 
     def count_parameters(self, max_len: int, d_model: int, n_heads: int) -> int:
         return 3 * self.hidden + self.hidden * (n_heads or self.n_heads)

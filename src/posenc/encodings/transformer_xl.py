@@ -199,7 +199,7 @@ class TransformerXLRelative(PositionalEncoding):
             position = per_distance.gather(-1, index.expand(*per_distance.shape[:3], k.shape[2]))
         return (position + self.key_bias_term(k, q.shape[1])) / math.sqrt(self.d_head)
 
-    def query_block_terms(
+    def block_terms(
         self,
         q: torch.Tensor,
         k: torch.Tensor,
@@ -207,6 +207,7 @@ class TransformerXLRelative(PositionalEncoding):
         k_positions: torch.Tensor,
         *,
         project: Callable | None = None,
+        content: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> BlockTerms:
         """:meth:`score_terms` for one block of queries at a time (``posenc.kernels.query_blocked``): W_{k,R}R
         is projected once for every distance present, each block multiplies its queries by the columns

@@ -23,7 +23,7 @@ CANNOT_RUN = "cannot run past L"
 
 def position_limit(model: TransformerLM) -> int | None:
     """Positions the model can encode (a learned table's size), or None when unbounded."""
-    return model.encoding.position_limit
+    return model.encoding.position_space.limit
 
 
 def cannot_run(limit: int, positions: int) -> dict:

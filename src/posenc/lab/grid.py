@@ -69,7 +69,7 @@ def positions_for(encoding: PositionalEncoding, side: int) -> torch.Tensor:
         ValueError: an encoding of more than three columns, or one of one column that declares
             coordinates of a grid (a raster index has none).
     """
-    columns = encoding.position_columns
+    columns = encoding.position_space.columns
     declared = describe(encoding).grid_coordinates
     if columns == 1:
         if declared is not None:

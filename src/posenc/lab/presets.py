@@ -675,7 +675,7 @@ def check_coordinate_augmentation(
         )
     if stack_named(encoding) is None:
         with torch.random.fork_rng(devices=[]):  # building it must not move the caller's RNG
-            columns = encoding_class(encoding)(**kwargs).position_columns
+            columns = encoding_class(encoding)(**kwargs).position_space.columns
         if columns < 2:
             raise ValueError(
                 f"coordinate augmentation moves coordinates on axes; encoding {encoding} reads one position "

@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 
 from posenc.analysis.verification import relative
-from posenc.encodings import PositionalEncoding
+from posenc.encodings import PositionalEncoding, describe
 
 #: Positions the relative-position test spans when the encoding has no table bounding them.
 RELATIVE_LENGTH = 256
@@ -33,8 +33,8 @@ def count_parameters(encoding: PositionalEncoding) -> int:
 
 
 def count_fixed(encoding: PositionalEncoding) -> int:
-    """Fixed constants the encoding declares (``fixed_buffers``: ALiBi's slopes), never learned."""
-    return sum(int(encoding.get_buffer(name).numel()) for name in encoding.fixed_buffers)
+    """Fixed constants its description declares (``fixed_buffers``: ALiBi's slopes), never learned."""
+    return sum(int(encoding.get_buffer(name).numel()) for name in describe(encoding).fixed_buffers)
 
 
 #: The shift test's verdicts, from the one nearest to relative position to the furthest.

@@ -236,7 +236,7 @@ def _properties(config: RunConfig, model) -> dict:
     (a stack's), summed or the layer furthest from relative (:mod:`posenc.lab.properties`)."""
     encodings = distinct_encodings(model)
     length = make_task_shape(config.task, 2 * config.train_length)
-    limits = [encoding.position_limit for encoding in encodings if encoding.position_limit is not None]
+    limits = [encoding.position_space.limit for encoding in encodings if encoding.position_space.limit is not None]
     return {
         "positional_parameters": sum(count_parameters(encoding) for encoding in encodings),
         "positional_parameters_at_2L": sum(

@@ -37,7 +37,7 @@ from posenc.analysis.grid import grid_bias, mrope_example, patch_similarity
 from posenc.analysis.precision import RECIPES, angle_error
 from posenc.analysis.spectrum import EXAMPLE_FACTOR, EXAMPLE_ORIGINAL_LENGTH
 from posenc.encodings import PositionalEncoding, available, describe
-from posenc.encodings.views import frequencies, view
+from posenc.encodings.views import along_line, frequencies, view
 from posenc.plots.bias import bias_heads, bucket_map, bucket_table, distance_bias, offset_tables
 from posenc.plots.content import causal_heads
 from posenc.plots.counting import counted_positions
@@ -100,13 +100,13 @@ _needs_bias = _needs("bias")
 
 
 def _needs_distance_bias(encoding: PositionalEncoding) -> str | None:
-    if encoding.position_axes != 1:
+    if encoding.position_space.axes != 1:
         return "a bias of 1-D distances"
     return _needs_bias(encoding)
 
 
 def _needs_grid(encoding: PositionalEncoding) -> str | None:
-    return None if encoding.position_columns >= 2 else "positions on two axes or more"
+    return None if encoding.position_space.columns >= 2 else "positions on two axes or more"
 
 
 def _needs_grid_bias(encoding: PositionalEncoding) -> str | None:
@@ -114,31 +114,31 @@ def _needs_grid_bias(encoding: PositionalEncoding) -> str | None:
 
 
 def _needs_three_axes(encoding: PositionalEncoding) -> str | None:
-    return None if encoding.position_columns == 3 else "positions on three axes (t, h, w)"
+    return None if encoding.position_space.columns == 3 else "positions on three axes (t, h, w)"
 
 
 def _within(encoding: PositionalEncoding, length: int) -> int:
     """``length`` positions, or fewer where the encoding holds fewer."""
-    limit = encoding.position_limit
+    limit = encoding.position_space.limit
     return length if limit is None else min(length, limit)
 
 
 def _bias_positions(encoding: PositionalEncoding) -> int:
     """Query/key positions of a bias heatmap: BIAS_POSITIONS, or every position of an encoding that
     holds few (a window's tokens)."""
-    limit = encoding.position_limit
+    limit = encoding.position_space.limit
     return limit if limit is not None and limit <= 2 * BIAS_POSITIONS else BIAS_POSITIONS
 
 
 def _rows(encoding: PositionalEncoding) -> int:
     """Rows of a code matrix: a table's every row, else MATRIX_LENGTH."""
-    return encoding.position_limit or MATRIX_LENGTH
+    return encoding.position_space.limit or MATRIX_LENGTH
 
 
 def _rotation_rows(encoding: PositionalEncoding, length: int) -> torch.Tensor:
     """(cos mθ_k, sin mθ_k) of every pair at positions 0 … length−1, ``[T, r/2, 2]`` float64: where a
     vector whose pairs all start at (1, 0) is carried by the rotation."""
-    cos, sin = view(encoding, "rotation_tables", encoding.along_line(torch.arange(length)))  # [T, r/2] each
+    cos, sin = view(encoding, "rotation_tables", along_line(encoding, torch.arange(length)))  # [T, r/2] each
     return torch.stack((cos, sin), dim=-1)
 
 
@@ -304,7 +304,7 @@ KINDS: dict[str, FigureKind] = {
         ),
         "What the encoding adds to each logit from the tokens' content, for one fixed random input and "
         "untrained weights: not a function of positions, so another input draws another picture.",
-        lambda e: None if e.reads_content else "content (a layer input it reads)",
+        lambda e: None if e.capabilities.reads_content else "content (a layer input it reads)",
     ),
     "attention-weights": FigureKind(
         lambda label, e: f"{label} causal attention weights, per head ({CONTENT_TOKENS} random tokens)",
@@ -375,7 +375,7 @@ def reference_rotary() -> str | None:
 
     def order(name: str) -> tuple:
         row = describe(name).seed_row
-        return (row is None, row.order if row else 0, specimen(name).position_axes != 1, name)
+        return (row is None, row.order if row else 0, specimen(name).position_space.axes != 1, name)
 
     rotary = [
         name
