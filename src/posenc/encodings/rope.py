@@ -89,10 +89,11 @@ def _given_scheme(scheme: object, d_head: int, given: dict) -> RotaryScheme:
 class RotaryEncoding(PositionalEncoding):
     """RoPE (Su et al., 2021, https://arxiv.org/abs/2104.09864) with every scaling, both layouts, partial rotary.
 
-    cos/sin for positions 0 … n−1 are cached in float64 as non-persistent buffers, grown on demand
-    and cast to the input dtype once per call; a dtype conversion of the module empties the cache
-    instead of rounding it. Positions are ``[s]`` or ``[b, s]`` (a KV-cache offset, left padding and
-    packed sequences are all just positions).
+    cos/sin for positions 0 … n−1 are cached in float64 as non-persistent buffers, grown on demand;
+    a dtype conversion of the module empties the cache instead of rounding it. The runs of it that
+    calls rotate by (consecutive positions) are kept in the dtype the kernels read, float32 (float64
+    for float64 heads), each rounded once (:meth:`_kernel_tables`). Positions are ``[s]`` or
+    ``[b, s]`` (a KV-cache offset, left padding and packed sequences are all just positions).
 
     The frequencies come from one scheme (``self.scheme``, :mod:`posenc.encodings.rope_schemes`) that the
     arguments pick: one axis with its scaling, M-RoPE's sections, axial widths or RoPE-Mixed.
