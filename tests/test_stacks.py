@@ -1,6 +1,7 @@
 """Per-layer stacks: patterns and lists of layer specs build the layers they declare (Gemma 3's local/global
-bases, NoPE every fourth layer, Command A's sliding-window RoPE around global NoPE), share or copy their
-encodings, agree on every backend, decode with KV caches and pack documents as the full forward; bad
+bases with its QK-norm and query scalar, NoPE every fourth layer with Llama 4's QK-norm on the RoPE layers,
+Command A's sliding-window RoPE around global NoPE), share or copy their encodings (each layer its own
+QK-norm gains), agree on every backend, decode with KV caches and pack documents as the full forward; bad
 patterns and layers are refused naming the value."""
 
 from __future__ import annotations
@@ -11,16 +12,21 @@ import torch
 from posenc import build
 from posenc.attention import BACKENDS
 from posenc.model import TransformerLM
+from posenc.qk_norm import QKNorm
 from posenc.stacks import LayerSpec, layer, layer_specs, pattern
 from posenc.temperature import Llama4Temperature
 
+GEMMA_NORM = {"qk_norm": QKNorm(weight="unit_offset"), "query_pre_attn_scalar": 12}
+
 GEMMA = pattern(
     "LLLLLG",
-    L=layer("rope", base=1e4, window=4),
-    G=layer("rope", base=1e6, scaling="linear", scaling_args={"factor": 8.0}),
+    L=layer("rope", base=1e4, window=4, **GEMMA_NORM),
+    G=layer("rope", base=1e6, scaling="linear", scaling_args={"factor": 8.0}, **GEMMA_NORM),
 )
 NOPE_EVERY_4 = pattern(
-    "RRRN", R=layer("rope", chunk=8), N=layer("nope", temperature=Llama4Temperature(floor_scale=8))
+    "RRRN",
+    R=layer("rope", chunk=8, qk_norm=QKNorm(weight=None, eps=1e-5, after_rotation=True)),
+    N=layer("nope", temperature=Llama4Temperature(floor_scale=8)),
 )
 COMMAND_A = pattern("SSSG", S=layer("rope", window=4), G=layer("nope"))
 #: Shorter stacks of the same layers, for the tests that run every backend.
@@ -127,6 +133,22 @@ def test_bad_patterns_and_layers_are_refused_naming_the_value():
         ValueError, match="encoding arguments \\['base'\\] apply to an encoding given by name"
     ):
         LayerSpec(build("nope"), {"base": 10.0})
+
+
+def test_logit_options_reach_their_layers_each_with_gains_of_its_own():
+    model = _model(GEMMA, 6)
+    attentions = [block.attention for block in model.blocks]
+    assert all(a.qk_norm == GEMMA_NORM["qk_norm"] and a.query_pre_attn_scalar == 12.0 for a in attentions)
+    assert len({id(a.q_norm.weight) for a in attentions}) == 6  # gains are each layer's, like its projections
+    assert [hasattr(block.attention, "q_norm") for block in _model(NOPE_EVERY_4, 4).blocks] == [True] * 3 + [
+        False
+    ]
+    assert repr(layer("rope", softcap=50.0)) == "layer('rope', softcap=50.0)"
+    with pytest.raises(ValueError, match="softcap=50.0 caps the logits, which backend='sdpa' never holds"):
+        _model(layer("rope", softcap=50.0), 2)
+    capped = {backend: _model(layer("rope", softcap=0.5), 2, backend) for backend in ("eager", "flex")}
+    tokens = torch.randint(0, 40, (2, 9), generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(capped["flex"](tokens), capped["eager"](tokens), atol=1e-12, rtol=1e-12)
 
 
 @pytest.mark.parametrize("name", ["forgetting", "path"])

@@ -32,7 +32,9 @@ Backends, all computing softmax(q·kᵀ·scale + bias + terms + mask)·v, where 
 A layer may also keep a sliding ``window`` or ``chunk`` of keys (:mod:`posenc.masks`: masks of
 indices, combined with causality and packed documents, the flex backend's block mask on CUDA), learned
 ``sinks`` (:mod:`posenc.sinks`: a logit per head in the softmax's denominator) and a query
-``temperature`` (:mod:`posenc.temperature`: q times f(position), after the rotation). On sdpa, with
+``temperature`` (:mod:`posenc.temperature`: q times f(position), after the rotation), a QK-norm
+(:mod:`posenc.qk_norm`), Gemma's ``query_pre_attn_scalar`` and a ``softcap`` of the logits (eager and
+flex: :mod:`posenc.logits`). On sdpa, with
 nothing added to the scores, a window runs in blocks of queries against two blocks of keys and chunks
 as batch rows of one causal call; sinks rescale SDPA's output by σ(lse − sink) (CPU's flash kernel,
 elsewhere the explicit softmax); with a bias, one masked call.
@@ -49,6 +51,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from posenc import logits
 from posenc._validation import check_bool, check_positive_int
 from posenc.backends import ATTENTION, check_backend
 from posenc.encodings import PositionalEncoding, build
@@ -60,8 +63,9 @@ from posenc.kernels.query_blocked import query_blocked_attention
 from posenc.kv_cache import KVCache
 from posenc.masks import attention_mask, causal_sdpa, check_span, chunked_sdpa, visible, windowed_sdpa
 from posenc.packing import continued_positions, document_ids, document_segments
+from posenc.qk_norm import QKNorm, check_qk_norm
 from posenc.sinks import check_sinks, sink_attention, sink_weights
-from posenc.temperature import QueryTemperature, check_temperature
+from posenc.temperature import QueryTemperature, check_temperature, tempered
 
 BACKENDS = ATTENTION  # the attention backends of posenc.backends' one vocabulary
 #: Scores the flex reference path holds at once (a block of queries against every key): 64 MiB in float32.
@@ -114,10 +118,17 @@ class MultiHeadAttention(nn.Module):
             :mod:`posenc.sinks`): True (zeros), or the initial logits ``[n_heads]``; False: none.
         temperature: a :class:`posenc.temperature.QueryTemperature` multiplying each query by f(its
             position) after the encoding has rotated it (Llama 4, Ministral 3, SSMax); None: none.
+        qk_norm: a :class:`posenc.qk_norm.QKNorm`, an RMSNorm of every query and key head (Gemma 3,
+            Qwen 3: before the rotation; Llama 4: after it), its gains ``q_norm`` and ``k_norm``; None: none.
+        query_pre_attn_scalar: logits q·kᵀ·n^(−½) for this n instead of d_head (Gemma 2 and 3,
+            :mod:`posenc.logits`); None: d_head.
+        softcap: logits c·tanh(z / c) before the mask (Gemma 2's ``attn_logit_softcapping``); eager and
+            flex only; None: none.
 
     Raises:
         ValueError: a window or chunk ≤ 0, sinks of another head count, a temperature on an encoding that
-            does not accept one (``accepts_query_temperature``) or on coordinates of several axes.
+            does not accept one (``accepts_query_temperature``) or on coordinates of several axes, a
+            query_pre_attn_scalar or softcap that is not finite and > 0, a softcap on ``sdpa``.
     """
 
     def __init__(
@@ -134,6 +145,9 @@ class MultiHeadAttention(nn.Module):
         chunk: int | None = None,
         sinks: bool | torch.Tensor = False,
         temperature: QueryTemperature | None = None,
+        qk_norm: QKNorm | None = None,
+        query_pre_attn_scalar: float | None = None,
+        softcap: float | None = None,
     ) -> None:
         super().__init__()
         self.d_model = check_positive_int("d_model", d_model)
@@ -158,6 +172,15 @@ class MultiHeadAttention(nn.Module):
         initial = check_sinks(sinks, self.n_heads)
         self.sinks = None if initial is None else nn.Parameter(initial)  # [h], GPT-OSS's name and shape
         self.temperature = _check_temperature(check_temperature(temperature), self.encoding)
+        self.qk_norm = check_qk_norm(qk_norm)
+        if qk_norm is not None:  # transformers' names: q_norm, k_norm
+            qk_norm.check_place(
+                type(self.encoding).__name__, self.encoding.capabilities.rotated_keys_are_cacheable
+            )
+            self.q_norm, self.k_norm = qk_norm.build(self.d_head), qk_norm.build(self.d_head)
+        self.query_pre_attn_scalar = logits.check_query_pre_attn_scalar(query_pre_attn_scalar)
+        self.softcap = logits.check_softcap(softcap)
+        logits.check_softcap_backend(self.softcap, self.backend)
         if not self.encoding.capabilities.follows_documents:
             for name, value in (("window", self.window), ("chunk", self.chunk), ("sinks", self.sinks)):
                 if value is not None:
@@ -230,11 +253,12 @@ class MultiHeadAttention(nn.Module):
         v = self.v_proj(x).view(b, s, self.n_kv_heads, self.d_head).transpose(1, 2)  # [b, h_kv, s, d]
         content = self.encoding.content(x)  # [b, s, c] or None: what the encoding reads of each token
         k_content = content
+        q, k = self._normed(q, k, after_rotation=False)
         if cache is None:
-            q, k = self.encoding.rotate(q, k, positions, positions)
+            q, k = self._normed(*self.encoding.rotate(q, k, positions, positions), after_rotation=True)
             k_positions = positions
         elif self.encoding.capabilities.rotated_keys_are_cacheable and not cache.positions_move:
-            q, k = self.encoding.rotate(q, k, positions, positions)
+            q, k = self._normed(*self.encoding.rotate(q, k, positions, positions), after_rotation=True)
             cache.append(_joined(k, content), v, positions, self.encoding.position_space.columns)
             k, v, k_positions = cache.keys, cache.values, cache.positions  # [b, h_kv, t, d], [t] / [b, t]
             k, k_content = _parted(k, self.d_head, content)
@@ -242,12 +266,18 @@ class MultiHeadAttention(nn.Module):
             cache.append(_joined(k, content), v, positions, self.encoding.position_space.columns)
             k, v, k_positions = cache.keys, cache.values, cache.positions
             k, k_content = _parted(k, self.d_head, content)
-            q, k = self.encoding.rotate(q, k, positions, k_positions)
+            q, k = self._normed(*self.encoding.rotate(q, k, positions, k_positions), after_rotation=True)
         out = self._attend_at(
             q, k, v, positions, k_positions, documents, (content, k_content)
         )  # [b, h, s, d]
         out = _plus(out, self.encoding.output_terms(q, k, v, positions, k_positions))
         return self.out_proj(out.transpose(1, 2).reshape(b, s, self.n_heads * self.d_head))
+
+    def _normed(self, q, k, *, after_rotation: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """q and k through the layer's QK-norm where it sits at this place (before or after the rotation)."""
+        if self.qk_norm is None or self.qk_norm.after_rotation != after_rotation:
+            return q, k
+        return self.q_norm(q), self.k_norm(k)
 
     def attend(
         self,
@@ -326,7 +356,10 @@ class MultiHeadAttention(nn.Module):
                 "and v alone do not carry: call the layer on x (forward), not attend"
             )
         if self.temperature is not None:  # q × f(position), after the encoding's rotation
-            q = _tempered(q, q_positions, self.temperature)
+            q = tempered(q, q_positions, self.temperature)
+        if self.query_pre_attn_scalar is not None:  # q·kᵀ·n^(−½) in place of d_head^(−½)
+            q = q * logits.query_factor(self.d_head, self.query_pre_attn_scalar)
+        logits.check_softcap_backend(self.softcap, self.backend)  # the backend may be set after __init__
         if self.window is not None or self.chunk is not None or self.sinks is not None:
             return self._attend_masked(q, k, v, q_positions, k_positions, documents, content)
         if (
@@ -351,7 +384,7 @@ class MultiHeadAttention(nn.Module):
             return self._eager(q, k, v, bias, mask, q_positions, k_positions)
         if self.backend == "flex":
             score_mod = self.encoding.score_mod(q_positions=q_positions, k_positions=k_positions)
-            if score_mod is None and terms is None:  # nothing to add to the scores: SDPA's own kernels
+            if score_mod is None and terms is None and self.softcap is None:  # nothing to add: SDPA's kernels
                 return self._unbiased(q, k, v, documents)
             return self._flex(q, k, v, score_mod, terms, documents)
         if (
@@ -406,7 +439,7 @@ class MultiHeadAttention(nn.Module):
             return self._eager(q, k, v, bias, mask, q_positions, k_positions)
         if self.backend == "flex":
             score_mod = self.encoding.score_mod(q_positions=q_positions, k_positions=k_positions)
-            if score_mod is not None or terms is not None:
+            if score_mod is not None or terms is not None or self.softcap is not None:
                 return self._flex(q, k, v, score_mod, terms, documents)
             bias = None
         else:
@@ -511,6 +544,8 @@ class MultiHeadAttention(nn.Module):
         scores = (q.to(dtype) @ k.to(dtype).transpose(-1, -2)) * self._scale()  # [b, h, i, j]
         if bias is not None:
             scores = scores + bias.to(dtype)
+        if self.softcap is not None:
+            scores = logits.softcap(scores, self.softcap)
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         weights = (
@@ -532,6 +567,8 @@ class MultiHeadAttention(nn.Module):
     def _flex(self, q, k, v, score_mod, terms, documents: torch.Tensor | None) -> torch.Tensor:
         if terms is not None:
             score_mod = _with_terms(score_mod, terms)
+        if self.softcap is not None:
+            score_mod = logits.capped_score_mod(score_mod, self.softcap)
         if (
             q.device.type == "cpu" or self.sinks is not None
         ):  # never the compiled CPU kernel: see the module docstring
@@ -636,13 +673,6 @@ def _float_mask(
         return None if bias is None else bias.to(dtype)
     blocked = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
     return blocked if bias is None else bias.to(dtype) + blocked
-
-
-def _tempered(q: torch.Tensor, positions: torch.Tensor, temperature: QueryTemperature) -> torch.Tensor:
-    """q ``[b, h, i, d]`` times f(position) of each query (positions ``[i]`` or ``[b, i]``)."""
-    factors = temperature(positions)  # [i] or [b, i], float64
-    factors = factors.view(1, 1, -1, 1) if factors.dim() == 1 else factors[:, None, :, None]
-    return q * factors.to(q.dtype)
 
 
 def _check_temperature(temperature: QueryTemperature | None, encoding: PositionalEncoding):

@@ -26,9 +26,9 @@ from torch import nn
 
 from posenc._validation import check_bool, check_positive_float
 
-#: The gains a QK-norm may have: "learned" (x·w, w from ones), "unit_offset" (x·(1 + w), w from zeros:
+#: The gains a QK-norm may have: "gain" (x·w, w from ones), "unit_offset" (x·(1 + w), w from zeros:
 #: Gemma's convention), None (none: Llama 4's L2 norm).
-WEIGHTS = ("learned", "unit_offset", None)
+WEIGHTS = ("gain", "unit_offset", None)
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class QKNorm:
     it builds its own gains (:meth:`build`).
 
     Attributes:
-        weight: ``"learned"`` (x·w, w from ones: Qwen 3), ``"unit_offset"`` (x·(1 + w), w from zeros:
+        weight: ``"gain"`` (x·w, w from ones: Qwen 3), ``"unit_offset"`` (x·(1 + w), w from zeros:
             Gemma 3) or None (no gain: Llama 4).
         eps: added to the mean square (transformers' ``rms_norm_eps``).
         after_rotation: normalise the rotated q and k (Llama 4) rather than the projections (Gemma 3,
@@ -48,7 +48,7 @@ class QKNorm:
         TypeError: an eps that is not a real number, an after_rotation that is not a bool.
     """
 
-    weight: str | None = "learned"
+    weight: str | None = "gain"
     eps: float = 1e-6
     after_rotation: bool = False
 
@@ -94,14 +94,14 @@ class HeadRMSNorm(nn.Module):
         super().__init__()
         self.d_head, self.mode, self.eps = d_head, weight, eps
         if weight is not None:
-            initial = torch.ones(d_head) if weight == "learned" else torch.zeros(d_head)
+            initial = torch.ones(d_head) if weight == "gain" else torch.zeros(d_head)
             self.weight = nn.Parameter(initial)  # [d]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         dtype = torch.promote_types(x.dtype, torch.float32)  # half types in float32; float64 stays
         y = x.to(dtype)
         y = y * torch.rsqrt(y.square().mean(dim=-1, keepdim=True) + self.eps)  # [..., d]
-        if self.mode == "learned":
+        if self.mode == "gain":
             y = y * self.weight.to(dtype)
         elif self.mode == "unit_offset":
             y = y * (1.0 + self.weight.to(dtype))

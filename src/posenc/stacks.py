@@ -1,4 +1,5 @@
-"""Per-layer attention: what each layer of a stack takes (its encoding, mask, sinks and query temperature).
+"""Per-layer attention: what each layer of a stack takes (its encoding, mask, sinks, query temperature and
+the shape of its logits: QK-norm, Gemma's query pre-attention scalar, a soft cap).
 
 Models of 2025-26 mix layers: NoPE every fourth layer among RoPE ones (Llama 4's ``no_rope_layers``,
 SmolLM3's ``no_rope_layer_interval``; Yang et al. 2025, arXiv 2501.18795), sliding-window RoPE layers
@@ -19,7 +20,9 @@ from dataclasses import dataclass, field
 import torch
 
 from posenc.encodings import PositionalEncoding
+from posenc.logits import check_query_pre_attn_scalar, check_softcap
 from posenc.masks import check_span
+from posenc.qk_norm import QKNorm, check_qk_norm
 from posenc.temperature import QueryTemperature, check_temperature
 
 
@@ -35,6 +38,9 @@ class LayerSpec:
         chunk: chunked attention in tokens (Llama 4's ``attention_chunk_size``), None: no chunks.
         sinks: learned sink logits (GPT-OSS's ``sinks``): True (zeros), the initial logits ``[h]``, or False.
         temperature: a query temperature (:mod:`posenc.temperature`), None: none.
+        qk_norm: an RMSNorm of each query and key head (:class:`posenc.qk_norm.QKNorm`), None: none.
+        query_pre_attn_scalar: logits q·kᵀ·n^(−½) for this n (Gemma's), None: d_head (:mod:`posenc.logits`).
+        softcap: logits c·tanh(z / c) (Gemma 2's ``attn_logit_softcapping``; eager and flex), None: none.
     """
 
     encoding: str | PositionalEncoding | None = None
@@ -43,6 +49,9 @@ class LayerSpec:
     chunk: int | None = None
     sinks: bool | torch.Tensor | tuple = False
     temperature: QueryTemperature | None = None
+    qk_norm: QKNorm | None = None
+    query_pre_attn_scalar: float | None = None
+    softcap: float | None = None
 
     def __post_init__(self) -> None:
         if self.encoding is not None and not isinstance(self.encoding, str | PositionalEncoding):
@@ -57,6 +66,9 @@ class LayerSpec:
         check_span("window", self.window)
         check_span("chunk", self.chunk)
         check_temperature(self.temperature)
+        check_qk_norm(self.qk_norm)
+        check_query_pre_attn_scalar(self.query_pre_attn_scalar)
+        check_softcap(self.softcap)
         if not isinstance(self.sinks, bool | torch.Tensor | list | tuple):
             raise TypeError(f"sinks must be a bool or one logit per head, got {self.sinks!r}")
 
@@ -67,13 +79,24 @@ class LayerSpec:
             "chunk": self.chunk,
             "sinks": self.sinks,
             "temperature": self.temperature,
+            "qk_norm": self.qk_norm,
+            "query_pre_attn_scalar": self.query_pre_attn_scalar,
+            "softcap": self.softcap,
         }
 
     def __repr__(self) -> str:
         parts = [repr(self.encoding)] if self.encoding is not None else []
         parts += [f"{name}={value!r}" for name, value in self.encoding_kwargs.items()]
         defaults = LayerSpec()
-        for name in ("window", "chunk", "sinks", "temperature"):
+        for name in (
+            "window",
+            "chunk",
+            "sinks",
+            "temperature",
+            "qk_norm",
+            "query_pre_attn_scalar",
+            "softcap",
+        ):
             value = getattr(self, name)
             if value is not getattr(defaults, name):
                 parts.append(f"{name}={value!r}")
@@ -87,11 +110,24 @@ def layer(
     chunk: int | None = None,
     sinks: bool | torch.Tensor | tuple = False,
     temperature: QueryTemperature | None = None,
+    qk_norm: QKNorm | None = None,
+    query_pre_attn_scalar: float | None = None,
+    softcap: float | None = None,
     **encoding_kwargs,
 ) -> LayerSpec:
     """A :class:`LayerSpec`, the encoding's own arguments given as keywords:
     ``layer("rope", base=1e6, scaling="linear", factor=8.0, window=None)``."""
-    return LayerSpec(encoding, dict(encoding_kwargs), window, chunk, sinks, temperature)
+    return LayerSpec(
+        encoding,
+        dict(encoding_kwargs),
+        window,
+        chunk,
+        sinks,
+        temperature,
+        qk_norm=qk_norm,
+        query_pre_attn_scalar=query_pre_attn_scalar,
+        softcap=softcap,
+    )
 
 
 @dataclass(frozen=True, eq=False)

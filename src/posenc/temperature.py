@@ -134,3 +134,10 @@ def check_temperature(temperature: object) -> QueryTemperature | None:
         f"temperature must be a QueryTemperature (Llama4Temperature, Ministral3Temperature, ScalableSoftmax) "
         f"or None, got {temperature!r}"
     )
+
+
+def tempered(q: torch.Tensor, positions: torch.Tensor, temperature: QueryTemperature) -> torch.Tensor:
+    """q ``[b, h, i, d]`` times f(position) of each query (positions ``[i]`` or ``[b, i]``)."""
+    factors = temperature(positions)  # [i] or [b, i], float64
+    factors = factors.view(1, 1, -1, 1) if factors.dim() == 1 else factors[:, None, :, None]
+    return q * factors.to(q.dtype)
