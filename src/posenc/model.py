@@ -4,7 +4,8 @@
 ``encoding=`` a registered name (built with arguments that fit the model) or an instance, so the
 same model compares sinusoidal, learned, RoPE, ALiBi, T5 and NoPE with nothing else changed; or, per
 layer, ``encoding=[...]`` one per layer and ``layers=`` a :mod:`posenc.stacks` spec (an encoding,
-sliding window, chunk, sinks and query temperature per layer, or a pattern of them).
+sliding window, chunk, sinks, query temperature, QK-norm, query scalar and logit cap per layer, or a
+pattern of them).
 """
 
 from __future__ import annotations
