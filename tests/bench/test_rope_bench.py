@@ -111,6 +111,35 @@ def test_complex_recipe_upcasts_bfloat16_and_casts_back():
     torch.testing.assert_close(got, expected, atol=2e-2, rtol=2e-2)
 
 
+def test_cpu_time_counts_the_thread_and_needs_one_torch_thread(monkeypatch):
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with pytest.raises(ValueError, match="one torch thread, got 2"):
+            rope.run(shapes=TINY, rounds=1, compile=False, reuse_memory=False, cpu_time=True)
+        torch.set_num_threads(1)
+        result = rope.run(
+            shapes=TINY,
+            dtypes=("float32",),
+            layouts=("half",),
+            caches=("warm",),
+            rounds=1,
+            compile=False,
+            reuse_memory=False,
+            training=False,
+            cpu_time=True,
+        )
+    finally:
+        torch.set_num_threads(threads)
+    assert result["clock"] == "CPU time of the calling thread" and result["threads"] == 1
+
+
+def test_time_alternating_reads_the_clock_it_is_given():
+    ticks = iter(range(100))
+    timings = rope.time_alternating({"a": lambda: None}, rounds=3, warmup=0, clock=lambda: next(ticks))
+    assert timings["a"].median_ms == 1e3  # one tick (a second) between the reads around each call
+
+
 def test_bench_refuses_an_unknown_dtype_or_cache_state():
     with pytest.raises(ValueError, match="dtype must be one of float32, bfloat16; got 'float16'"):
         rope.run(shapes=TINY, dtypes=("float16",), rounds=1, compile=False, reuse_memory=False)

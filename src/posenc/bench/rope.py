@@ -21,6 +21,7 @@ peak extra memory of one call (``torch.cuda.max_memory_allocated`` above what wa
 from __future__ import annotations
 
 import platform
+import time
 from collections.abc import Callable, Sequence
 
 import torch
@@ -264,7 +265,9 @@ def module_candidates(
     }
 
 
-def _time_from(candidates: Candidates, cache: str, flush: torch.Tensor, rounds: int) -> dict[str, Timing]:
+def _time_from(
+    candidates: Candidates, cache: str, flush: torch.Tensor, rounds: int, clock: Callable[[], float]
+) -> dict[str, Timing]:
     """Every candidate timed in alternating rounds, each after a reset step (timed apart and dropped)
     that leaves the caches in state ``cache``."""
     timed: dict[str, Callable[[], object]] = {}
@@ -273,7 +276,9 @@ def _time_from(candidates: Candidates, cache: str, flush: torch.Tensor, rounds: 
         timed[_RESET + name] = lambda read_first=read_first: _read(read_first)
         timed[name] = candidate
     return {
-        name: t for name, t in time_alternating(timed, rounds=rounds).items() if not name.startswith(_RESET)
+        name: t
+        for name, t in time_alternating(timed, rounds=rounds, clock=clock).items()
+        if not name.startswith(_RESET)
     }
 
 
@@ -285,6 +290,7 @@ def _case(
     compile: bool,
     caches: Sequence[str],
     flush: torch.Tensor,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> list[dict]:
     """One entry per cache state: every candidate timed on the same q and k, after a check of its output."""
     b, h, s, d = shape
@@ -317,7 +323,7 @@ def _case(
 
     entries = []
     for cache in caches:
-        timings = _time_from(candidates, cache, flush, rounds)
+        timings = _time_from(candidates, cache, flush, rounds, clock)
         floor = timings[CLONE].median_ms
         entries.append(
             {
@@ -383,7 +389,13 @@ def _training_steps(
     }
 
 
-def _training_case(shape: tuple[int, int, int, int], dtype: torch.dtype, layout: str, rounds: int) -> dict:
+def _training_case(
+    shape: tuple[int, int, int, int],
+    dtype: torch.dtype,
+    layout: str,
+    rounds: int,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict:
     """Forward and backward of every :data:`TRAINING` candidate on the same q, k and gradients, each
     checked against float64 first, then timed in alternating rounds from a warm cache."""
     b, h, s, d = shape
@@ -402,7 +414,7 @@ def _training_case(shape: tuple[int, int, int, int], dtype: torch.dtype, layout:
             check_agreement(name, got, [e.to(dtype) for e in exact], case)
             errors[name] = max(float((g.double() - e).abs().max()) for g, e in zip(got, exact, strict=True))
     candidates: Candidates = {name: (run_step, (q, k, grad_q, grad_k)) for name, run_step in steps.items()}
-    timings = _time_from(candidates, "warm", torch.empty(0), rounds)
+    timings = _time_from(candidates, "warm", torch.empty(0), rounds, clock)
     floor, eager = timings[CLONE].median_ms, timings[EAGER].median_ms
     return {
         "shape": list(shape),
@@ -430,6 +442,7 @@ def run(
     reuse_memory: bool = True,
     caches: Sequence[str] = tuple(CACHES),
     training: bool = True,
+    cpu_time: bool = False,
 ) -> dict:
     """Timings of every candidate for every (shape, dtype, layout); JSON-ready.
 
@@ -440,7 +453,16 @@ def run(
         reuse_memory: call :func:`steady_malloc` first (process-wide; see there).
         caches: the cache states to time from, keys of :data:`CACHES`.
         training: also time forward and backward (:data:`TRAINING`), in ``result["training"]``.
+        cpu_time: time by the CPU time of this thread (``time.thread_time``) instead of the wall
+            clock, for a machine shared with other jobs: the time a call waited for a core is left
+            out. Needs one torch thread (``OMP_NUM_THREADS=1``), where the thread does all the work.
     """
+    if cpu_time and torch.get_num_threads() != 1:
+        raise ValueError(
+            f"cpu_time counts the calling thread only; it needs one torch thread, got {torch.get_num_threads()} "
+            "(set OMP_NUM_THREADS=1 or torch.set_num_threads(1))"
+        )
+    clock = time.thread_time if cpu_time else time.perf_counter
     shapes = SHAPES if shapes is None else shapes
     for name in dtypes:
         if name not in DTYPES:
@@ -456,14 +478,15 @@ def run(
     for shape in shapes:
         for dtype in dtypes:
             for layout in layouts:
-                cases += _case(tuple(shape), DTYPES[dtype], layout, rounds, compile, caches, flush)
+                cases += _case(tuple(shape), DTYPES[dtype], layout, rounds, compile, caches, flush, clock)
                 if training:
-                    trained.append(_training_case(tuple(shape), DTYPES[dtype], layout, rounds))
+                    trained.append(_training_case(tuple(shape), DTYPES[dtype], layout, rounds, clock))
     return {
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "machine": platform.machine(),
         "rounds": rounds,
+        "clock": "CPU time of the calling thread" if cpu_time else "wall clock",
         "malloc": malloc,
         "caches": {name: CACHES[name] for name in caches},
         "native_kernel": native_status() if native_available() else f"not used: {native_status()}",

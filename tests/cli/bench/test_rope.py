@@ -97,6 +97,29 @@ def test_shapes_dtypes_layouts_and_caches_reach_the_bench_when_given(cli, monkey
     cli("bench", "rope", "--dtype", "float16").assert_refused("--dtype", "float16")
 
 
+def test_cpu_time_is_passed_on_for_one_thread_and_refused_for_more(cli, monkeypatch):
+    seen = {}
+
+    def fake_run(**kwargs):
+        seen.update(kwargs)
+        return {
+            "threads": 1,
+            "rounds": 1,
+            "malloc": "default",
+            "caches": {},
+            "native_kernel": "",
+            "cases": [],
+        }
+
+    monkeypatch.setattr(rope, "run", fake_run)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    cli("bench", "rope", "--cpu-time", "--no-compile").assert_refused("--cpu-time", "2 threads")
+    assert seen == {}
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    assert cli("bench", "rope", "--cpu-time", "--no-compile").code == 0
+    assert seen["cpu_time"] is True
+
+
 def test_bad_rounds_and_json_are_refused_before_any_timing(cli, monkeypatch):
     def timed(**kwargs):
         raise AssertionError("timed before the options were checked")

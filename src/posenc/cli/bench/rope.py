@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+import torch
+
 from posenc._paths import writable_file
 from posenc.cli.bench.options import add_device, add_json, add_rounds, on_gpu, require_cuda
 from posenc.cli.output import console, print_table, write_json
@@ -46,6 +48,12 @@ def configure(subparsers) -> None:
     parser.add_argument(
         "--cache", action="append", choices=("cold", "warm"), help="repeatable (CPU; default both)"
     )
+    parser.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="time by this thread's CPU time, not the wall clock (CPU, one thread: OMP_NUM_THREADS=1); "
+        "for a machine shared with other jobs",
+    )
     add_device(parser, "the Triton kernel against HF's recipe, torch.compile and liger-kernel")
     add_json(parser)
 
@@ -57,6 +65,11 @@ def run(args: argparse.Namespace) -> int:
 
     json_path = None if args.json is None else writable_file(args.json, "--json")
     rounds = ROUNDS[args.device] if args.rounds is None else args.rounds
+    if args.cpu_time and (args.device == "cuda" or torch.get_num_threads() != 1):
+        raise ValueError(
+            "--cpu-time times the CPU bench on one thread (OMP_NUM_THREADS=1); got "
+            + ("--device cuda" if args.device == "cuda" else f"{torch.get_num_threads()} threads")
+        )
     if args.device == "cuda":
         require_cuda()
         result = on_gpu(lambda: rope.run_cuda(rounds=rounds, compile=not args.no_compile))
@@ -64,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         _print_cuda(result)
     else:
         chosen = {"shapes": args.shape, "dtypes": args.dtype, "layouts": args.layout, "caches": args.cache}
+        chosen["cpu_time"] = True if args.cpu_time else None
         result = rope.run(
             rounds=rounds,
             compile=not args.no_compile,
