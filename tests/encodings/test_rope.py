@@ -215,7 +215,7 @@ def test_bad_arguments_are_named(kwargs, message):
     [
         (torch.arange(9), r"positions must have shape \[10\], \[1, 10\] or \[2, 10\]"),
         (torch.zeros(3, 10, dtype=torch.long), r"positions must have shape \[10\], \[1, 10\] or \[2, 10\]"),
-        (torch.arange(10.0), "positions must be integers, got dtype torch.float32"),
+        (torch.full((10,), float("inf")), "finite"),  # float positions are turned as given; inf is no position
         (
             torch.arange(-(2**27), -(2**27) + 10),
             r"positions must satisfy \|position\| < 2\^27, got -134217728",
@@ -598,3 +598,19 @@ def test_rotating_no_query_gives_empty_outputs(scaling):
     rotated_q, rotated_k = rope.rotate(q, k)  # queries: the last 0 of the 4 keys
     assert rotated_q.shape == q.shape
     torch.testing.assert_close(rotated_k, rope.rotate(k, k)[1])
+
+
+def test_float_positions_on_one_axis_turn_by_the_formula_at_exactly_those_positions():
+    # continuous positions (a remap's fine-tune, interpolation by hand) were refused on one axis
+    rope = posenc.build("rope", d_head=16).double()
+    q = torch.randn(1, 2, 5, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    positions = torch.tensor([0.5, 1.25, 3.0, 7.75, 1e5 + 0.1], dtype=torch.float64)
+    turned, _ = rope.rotate(q, q, positions, positions)
+    angle = positions[:, None] * 10000.0 ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 16)  # [s, 8]
+    cos, sin = torch.cat([angle.cos()] * 2, -1), torch.cat([angle.sin()] * 2, -1)  # [s, 16]
+    expected = q * cos + torch.cat([-q[..., 8:], q[..., :8]], -1) * sin
+    torch.testing.assert_close(turned, expected, rtol=0, atol=1e-10)
+    whole = torch.tensor([0, 1, 3, 7, 100])
+    assert torch.equal(rope.rotate(q, q, whole.double(), whole.double())[0], rope.rotate(q, q, whole, whole)[0])
+    with pytest.raises(ValueError, match="finite"):
+        rope.rotate(q, q, positions * float("nan"), positions)

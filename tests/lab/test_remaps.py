@@ -109,6 +109,19 @@ def _model(seed: int = 0) -> TransformerLM:
     )
 
 
+def test_the_continuous_remap_trains_at_its_float_positions():
+    # its fine-tune turned q and k at float positions, which the rotation refused (a ValueError that stopped
+    # the extension preset); they are now turned at exactly those positions
+    plain, remapped = _model(), _model()
+    step = remaps.install(remapped, {"name": "continuous", "target": 64})
+    step.positions = remaps.continuous_positions(2, 12, 64, torch.Generator().manual_seed(0))  # [2, 12] float
+    tokens = torch.randint(0, 20, (2, 12), generator=torch.Generator().manual_seed(1))
+    out = remapped(tokens)
+    assert not torch.allclose(out, plain(tokens))
+    out.sum().backward()
+    assert remapped.blocks[0].attention.q_proj.weight.grad is not None
+
+
 @pytest.mark.parametrize(
     "settings",
     [

@@ -79,11 +79,14 @@ def resolve_positions(
     columns: int = 1,
     start: int | torch.Tensor = 0,
     name: str = "positions",
+    float_line: bool = False,
 ) -> torch.Tensor:
     """Positions for the sequence axis ``seq_dim`` of x, on x's device (errors call them ``name``).
 
     One column (``columns=1``): ``[s]`` or ``[b, s]``, int64. Several (positions on n axes):
-    ``[s, n]`` or ``[b, s, n]``, int64 or float64 (:func:`posenc._validation.as_coordinates`). A batch
+    ``[s, n]`` or ``[b, s, n]``, int64 or float64 (:func:`posenc._validation.as_coordinates`); with
+    ``float_line``, float positions on one axis too, float64 (an encoding that turns by any real position,
+    RoPE: continuous positions). A batch
     axis of 1 (``[1, s]``, ``[1, s, n]``) holds for every row and is returned without it.
     None means ``start … start + s − 1``, on every axis (the diagonal, where M-RoPE puts text); a
     ``start`` of int64 ``[b]``, one per row, gives ``[b, s]`` / ``[b, s, n]``.
@@ -97,7 +100,10 @@ def resolve_positions(
         line = _line(start, seq_len, x.device)  # [s] or [b, s]
         return line if columns == 1 else line.unsqueeze(-1).expand(*line.shape, columns)
     batch = x.shape[0]
-    if columns == 1:
+    if columns == 1 and float_line and isinstance(positions, torch.Tensor) and positions.is_floating_point():
+        positions = as_coordinates(positions.unsqueeze(-1), 1, device=x.device, name=name)[..., 0]
+        row = (seq_len,)
+    elif columns == 1:
         positions = as_positions(positions, device=x.device, name=name)
         row = (seq_len,)
     else:

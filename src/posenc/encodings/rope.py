@@ -347,8 +347,8 @@ class RotaryEncoding(PositionalEncoding):
     def cos_sin(
         self, positions: torch.Tensor, *, seq_len: int | torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """float64 cos and sin ``[..., s, r/2]`` times the attention factor, for integer positions ``[..., s]``
-        or, on several axes, coordinates ``[..., s, n]`` (integer: exact; float: float64 angles).
+        """float64 cos and sin ``[..., s, r/2]`` times the attention factor, for positions ``[..., s]`` or, on
+        several axes, coordinates ``[..., s, n]`` (integer: exact; float: angles reduced as exactly).
 
         ``seq_len``: the length whose frequencies dynamic NTK and LongRoPE take (a host int, or a
         device scalar under torch.compile); default the largest position + 1 (a call of its own: it
@@ -356,9 +356,12 @@ class RotaryEncoding(PositionalEncoding):
         """
         if seq_len is None and self.scheme.follows_length:
             seq_len = self._call_length(positions)
-        if self.frequency_axis is None:
+        if self.frequency_axis is None and positions.is_floating_point():  # [..., s] float: every pair's
+            per_frequency = positions[..., None].expand(*positions.shape, self.inv_freq_pieces.shape[0])
+        elif self.frequency_axis is None:
             return self._table(positions, per_frequency=False, seq_len=seq_len)
-        per_frequency = positions[..., self.frequency_axis]  # [..., s, r/2]: each pair's coordinate
+        else:
+            per_frequency = positions[..., self.frequency_axis]  # [..., s, r/2]: each pair's coordinate
         if per_frequency.is_floating_point():  # float coordinates: reduced as exactly as integers
             angle = reduced_float_angles(per_frequency, self.inv_freq_pieces)
             if self.scheme.switches_factors:
@@ -518,9 +521,12 @@ class RotaryEncoding(PositionalEncoding):
             )
         k_len, q_len = k.shape[2], q.shape[2]
         columns = self.position_space.columns
-        k_positions = resolve_positions(k_positions, k, seq_dim=2, columns=columns)
+        # float positions on one axis too (continuous positions): angles reduced as exactly as integers
+        k_positions = resolve_positions(k_positions, k, seq_dim=2, columns=columns, float_line=True)
         start = k_len - q_len if q_len <= k_len else 0  # default queries: the last q_len keys
-        q_positions = resolve_positions(q_positions, q, seq_dim=2, columns=columns, start=start)
+        q_positions = resolve_positions(
+            q_positions, q, seq_dim=2, columns=columns, start=start, float_line=True
+        )
         if self.augmentation is not None and self.training:  # one draw moves queries and keys alike
             if torch.compiler.is_compiling():
                 raise ValueError(
