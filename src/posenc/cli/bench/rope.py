@@ -129,8 +129,8 @@ def cpu_table(entries: list[dict], training: dict | None = None) -> Table:
 def _print_cpu(result: dict) -> None:
     terminal = console()
     terminal.print(
-        f"RoPE on q and k, {result['threads']} threads, median of {result['rounds']} alternating rounds, "
-        f"malloc: {result['malloc']}",
+        f"RoPE on q and k, {result['threads']} threads, median of {result['rounds']} alternating rounds "
+        f"({result.get('clock', 'wall clock')}), malloc: {result['malloc']}",
         markup=False,
     )
     groups: dict[tuple, list[dict]] = {}
