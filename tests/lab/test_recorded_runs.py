@@ -24,6 +24,7 @@ RECORDED = [
     ("gpu-records.sqlite", "gpu"),  # `make lab-gpu` on one H200, stopped by the time limit
     ("extension-records.sqlite", "extension"),  # `make lab-extension`
     ("stacks-records.sqlite", "stacks"),  # the stacks study: lm, 3 seeds; copy, seed 0
+    ("addition-records.sqlite", "addition"),  # the addition study: five layouts, 3 seeds
 ]
 #: (records file, preset, runs done, runs with another lr or warm-up than the preset's) of the presets
 #: planned one (task, encoding, seed) at a time
@@ -35,6 +36,7 @@ SWEEPS = [
     ("cpu-summation-records.sqlite", "cpu", 15, 0),  # the five encodings, 3 seeds
     ("gpu-records.sqlite", "gpu", 60, 0),  # 60 of 75: summation (on 1 … 8 symbols) not run
     ("stacks-records.sqlite", "stacks", 24, 0),  # lm: 7 × 3 seeds; copy: rope, rnope_swa, fox, seed 0
+    ("addition-records.sqlite", "addition", 57, 0),  # 5 encodings × 3 token layouts + 2 × 2 id layouts, 3 seeds
 ]
 
 
