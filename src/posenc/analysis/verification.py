@@ -365,9 +365,10 @@ def _contextual(change: float) -> Property:
     holds = change <= IDENTITY_TOLERANCE
     if holds:
         reason = (
-            "shifting every given position leaves the logits unchanged because the positions are counted "
-            "from the content, through gates on q·k and the causal mask; the given positions are not read. "
-            "The relative position it uses is a count of gated keys, not i − j"
+            "shifting every given position leaves the logits unchanged because the positions are made from "
+            "the content (CoPE's counts of gated keys, FoX's forget gates, stick-breaking's order of the keys, "
+            "PaTH's Householder transforms) and the causal mask; the given positions are not read. The "
+            "relative position it uses is made of what lies between key and query, not i − j"
         )
     else:
         reason = (
