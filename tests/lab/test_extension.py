@@ -221,7 +221,8 @@ def test_the_report_has_one_table_per_target_and_the_study_curves(tmp_path, monk
 
 
 def test_the_settings_name_each_targets_fine_tuning_batch():
-    # the fine-tune keeps the tokens of a step: batch 32 // factor at factor × L (the committed study)
+    # the fine-tune keeps the tokens of a step: batch 32 // factor at factor × L (the committed study;
+    # PoSE and the continuous remap fine-tune at L itself, batch 32)
     records = Path(__file__).parents[2] / "docs" / "lab" / "extension-records.sqlite"
     markdown = comparison_markdown(records, preset="extension")
-    assert "100 steps at the target length (batch 16 at 128, batch 8 at 256, batch 4 at 512)" in markdown
+    assert "(batch 32 at 64, batch 16 at 128, batch 8 at 256, batch 4 at 512)" in markdown

@@ -91,10 +91,10 @@ def test_the_recorded_extension_study_is_the_study_the_preset_plans():
         rows = stored.rows(status="done")
     [corpus] = {row["config"]["corpus_sha256"] for row in rows}
     runs, _ = plan_runs(preset, list(preset.seeds), corpus)
-    # the position remaps were added to the study after it was recorded: every other run is recorded
-    recorded = [run for run in runs if run.position_remap is None]
-    assert sorted(row["config_hash"] for row in rows) == sorted(run.config_hash for run in recorded)
-    assert len(runs) - len(recorded) == 54  # Self-Extend, ReRoPE, PoSE, continuous: 18 per seed
+    # every planned run is recorded, the position remaps included (Self-Extend, ReRoPE, PoSE,
+    # continuous: 18 per seed, added after the 138 others)
+    assert sorted(row["config_hash"] for row in rows) == sorted(run.config_hash for run in runs)
+    assert len(runs) == 192 and sum(run.position_remap is not None for run in runs) == 54
 
 
 def test_the_cpu_runs_hold_the_accuracy_at_each_answer_position_that_the_document_reads():
