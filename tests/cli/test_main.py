@@ -185,6 +185,7 @@ def documented_command_lines() -> list[str]:
     lines = []
     for doc in (ROOT / "README.md", ROOT / "docs" / "BENCHMARKS.md"):
         for block in re.findall(r"```(?:sh|console)\n(.*?)```", doc.read_text(), re.DOTALL):
+            block = re.sub(r"\\\n\s*", " ", block)  # a command continued on the next line is one line
             for line in block.splitlines():
                 command = _shell_command_after(line, "posenc")
                 if command is not None and not command.startswith("lab"):

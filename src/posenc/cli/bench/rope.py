@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-import torch
-
 from posenc._paths import writable_file
 from posenc.cli.bench.options import add_device, add_json, add_rounds, on_gpu, require_cuda
 from posenc.cli.output import console, print_table, write_json
@@ -61,6 +59,8 @@ def configure(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """Time on the chosen device, write ``--json``, print the tables (the file first: a closed stdout
     ends the command with 141 but keeps what was measured)."""
+    import torch  # here, not at import: `posenc` starts without torch (its start-up is interruptible)
+
     from posenc.bench import rope
 
     json_path = None if args.json is None else writable_file(args.json, "--json")
