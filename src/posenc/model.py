@@ -43,13 +43,38 @@ def check_token_ids(tokens: torch.Tensor, vocab_size: int) -> None:
         raise ValueError(f"token id {int(outside[0])} is outside the vocabulary 0 … {vocab_size - 1}")
 
 
-def _layer_encodings(encoding: PositionalEncoding, n_layers: int, share: bool) -> list[PositionalEncoding]:
+def _layer_encodings(
+    encoding: PositionalEncoding, n_layers: int, share: bool, asked: bool | None = None
+) -> list[PositionalEncoding]:
     """The encoding of each layer: the one instance for all, or (unshared, for an encoding that acts in
     attention) the instance in the first layer and a copy in each other, so every table is trained.
-    An additive encoding acts once, on the embeddings, and is never copied."""
-    if share or not encoding.capabilities.acts_in_attention:
+    An additive encoding acts once, on the embeddings, and is never copied. One that draws in each call
+    (``capabilities.draws_per_call``: coordinate augmentation) is copied even where shared, so that every
+    layer reads the same draw (:func:`_copied_for_draws`); ``asked``: the share the caller gave (None: the
+    encoding's default)."""
+    if not encoding.capabilities.acts_in_attention:
+        return [encoding] * n_layers
+    if share and not _copied_for_draws(encoding, asked):
         return [encoding] * n_layers
     return [encoding] + [copy.deepcopy(encoding) for _ in range(n_layers - 1)]
+
+
+def _copied_for_draws(encoding: PositionalEncoding, asked: bool | None) -> bool:
+    """Whether the layers get copies of an encoding that draws in each call (same generator state: one draw
+    per forward for all layers, where one shared instance would draw again in each layer).
+
+    Raises:
+        ValueError: such an encoding with learned parameters, asked (``asked`` True) to share them.
+    """
+    if not encoding.capabilities.draws_per_call:
+        return False
+    if asked and any(p.requires_grad for p in encoding.parameters()):
+        raise ValueError(
+            f"{type(encoding).__name__} draws its coordinate augmentation in each call, so every layer takes a "
+            "copy (one draw per forward for all layers); its learned parameters cannot then be shared: "
+            "build the model with share_encoding=False, or augment the coordinates before the model"
+        )
+    return True
 
 
 def _stack_encodings(
@@ -85,7 +110,9 @@ def _stack_encodings(
         if key not in built:
             built[key] = make()
             encoding = built[key]
-        elif _shared(built[key], share) or not built[key].capabilities.acts_in_attention:
+        elif not built[key].capabilities.acts_in_attention or (
+            _shared(built[key], share) and not _copied_for_draws(built[key], share)
+        ):
             encoding = built[key]
         else:
             encoding = copy.deepcopy(built[key])
@@ -206,7 +233,7 @@ class TransformerLM(nn.Module):
             raise ValueError("encoding_kwargs apply to an encoding given by name, not to an instance")
         if specs is None:
             specs = [LayerSpec()] * n_layers
-            layer_encodings = _layer_encodings(encoding, n_layers, _shared(encoding, share))
+            layer_encodings = _layer_encodings(encoding, n_layers, _shared(encoding, share), share)
         else:
             layer_encodings = _stack_encodings(specs, encoding, base_name, share, arguments)
         self.encoding = layer_encodings[0] if encoding is None else encoding
@@ -251,7 +278,9 @@ class TransformerLM(nn.Module):
         random_positions = check_positive_int("random_positions", random_positions)
         if self.encoding.position_space.columns != 1:
             raise ValueError("random_positions draws positions on one axis; this encoding takes coordinates")
-        limits = [e.position_space.limit for e in (self.encoding, *encodings) if e.position_space.limit is not None]
+        limits = [
+            e.position_space.limit for e in (self.encoding, *encodings) if e.position_space.limit is not None
+        ]
         limit = min(limits) if limits else None
         if limit is not None and random_positions > limit:
             raise ValueError(

@@ -125,3 +125,22 @@ def test_what_positions_it_takes_is_one_object_and_the_old_names_are_refused():
             @property
             def position_columns(self):
                 return 2
+
+
+def test_an_encoding_that_draws_in_each_call_gives_every_layer_of_a_model_the_same_draw():
+    # one RoPE with DINOv3's augmentation shared by the layers drew again in each layer's rotate (the
+    # layers read different coordinates in one forward); every layer now takes a copy with the same
+    # generator state, so all layers read one draw per forward, as DINOv3's blocks do
+    from posenc.functional.normalized import CoordinateAugmentation
+    from posenc.model import TransformerLM
+
+    augmented = posenc.build("rope", d_head=8, axes=(4, 4), augmentation=CoordinateAugmentation(rescale=2.0))
+    assert augmented.capabilities.draws_per_call and not type(augmented).capabilities.draws_per_call
+    model = TransformerLM(16, d_model=16, n_layers=3, n_heads=2, encoding=augmented).train()
+    layers = model.layer_encodings
+    assert len({id(e) for e in layers}) == 3
+    draws = [e.augmentation.draw(2, e.augmentation_generator) for e in layers]
+    assert all(torch.equal(d[1], draws[0][1]) and torch.equal(d[0], draws[0][0]) for d in draws)
+    mixed = posenc.build("rope_mixed", d_head=8, n_heads=2, augmentation=CoordinateAugmentation(rescale=2.0))
+    with pytest.raises(ValueError, match="draws its coordinate augmentation in each call"):
+        TransformerLM(16, d_model=16, n_layers=2, n_heads=2, encoding=mixed, share_encoding=True)

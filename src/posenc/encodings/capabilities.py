@@ -49,6 +49,10 @@ class Capabilities:
             ``value_terms`` (never silently ignored).
         contextual_positions: positions are counted from the content (CoPE's gates on q·k) rather than
             read from those given; the relative-position test then says so. Default: False.
+        draws_per_call: in training, each call of ``rotate`` draws from the encoding's own seeded generator
+            (coordinate augmentation): a model then gives every layer a copy with the same generator state,
+            so that all layers read one draw per forward (DINOv3's blocks share one draw); one instance
+            shared by the layers would draw again in each. Default: False.
     """
 
     acts_in_attention: bool
@@ -60,6 +64,7 @@ class Capabilities:
     reads_content: bool
     reads_attention_weights: bool
     contextual_positions: bool
+    draws_per_call: bool
 
 
 #: The names a declaration may set.
@@ -106,5 +111,6 @@ def derive(
         "reads_content": reads_content,
         "reads_attention_weights": defines_value_terms,
         "contextual_positions": contextual,
+        "draws_per_call": False,
     }
     return Capabilities(**{**defaults, **declared})

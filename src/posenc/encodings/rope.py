@@ -241,6 +241,8 @@ class RotaryEncoding(PositionalEncoding):
         # original length rotates every key with the long set)
         cacheable = not self.xpos and not self.scheme.switches_factors
         self.capabilities = replace(type(self).capabilities, rotated_keys_are_cacheable=cacheable)
+        if augmentation is not None and augmentation.active:  # a draw per training call of rotate
+            self.capabilities = replace(self.capabilities, draws_per_call=True)
         self.unrotated = check_choice("unrotated", unrotated, UNROTATED)
         if augmentation is not None and not isinstance(augmentation, CoordinateAugmentation):
             raise TypeError(f"augmentation must be a CoordinateAugmentation or None, got {augmentation!r}")
