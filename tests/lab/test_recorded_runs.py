@@ -25,6 +25,7 @@ RECORDED = [
     ("extension-records.sqlite", "extension"),  # `make lab-extension`
     ("stacks-records.sqlite", "stacks"),  # the stacks study: lm, 3 seeds; copy, seed 0
     ("addition-records.sqlite", "addition"),  # the addition study: five layouts, 3 seeds
+    ("grid-vision-records.sqlite", "grid"),  # the grid study's vision rows: DINOv3 (± augmentation), STRING …
 ]
 #: (records file, preset, runs done, runs with another lr or warm-up than the preset's) of the presets
 #: planned one (task, encoding, seed) at a time
