@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from posenc.analysis.shift import probe_widths
-from posenc.encodings import PositionalEncoding
+from posenc.encodings import PositionalEncoding, describe
 from posenc.encodings.views import view
 from posenc.functional.coordinates import grid_positions, mrope_positions
 
@@ -24,12 +24,16 @@ MROPE_EXAMPLE_GRIDS = {"image": [(1, 8, 12)], "video": [(2, 4, 4)]}
 
 
 def _grid_positions(encoding: PositionalEncoding, grid: tuple[int, int]) -> torch.Tensor:
-    """Coordinates of an h×w grid as the encoding takes them: rows and columns on two axes; on n > 2
-    axes the grid in the last two (the first ones 0: one frame)."""
-    positions = grid_positions(grid)  # [h·w, 2]
+    """Coordinates of an h×w grid as the encoding takes them, ``[h·w, n]``: rows and columns on two axes;
+    on n > 2 axes the grid in the last two (the first ones one frame); integer patch indices unless the
+    encoding declares others (its description's ``grid_coordinates``: DINOv3's normalised cell centres)."""
     n = encoding.position_space.columns
     if n < 2:
         raise ValueError(f"{type(encoding).__name__} takes positions on one axis; a grid needs two or more")
+    declared = describe(encoding).grid_coordinates
+    if declared is not None:
+        return declared.grid((1,) * (n - 2) + tuple(grid))  # [h·w, n] float64
+    positions = grid_positions(grid)  # [h·w, 2]
     return torch.cat((torch.zeros(positions.shape[0], n - 2, dtype=torch.int64), positions), dim=1)
 
 
