@@ -523,11 +523,11 @@ def _self_test(lib: ctypes.CDLL) -> str:
     angles = torch.rand(45, 64, generator=generator, dtype=torch.float64) * 6.3
     for x, rotary in ((rows.to(torch.bfloat16), 102), (projected.to(torch.bfloat16), 128)):
         cos64, sin64 = angles[:, : rotary // 2].cos(), angles[:, : rotary // 2].sin()
-        cos, sin = cos64.float(), sin64.float()
+        cos, sin = cos64.to(torch.float32), sin64.to(torch.float32)  # the tables the kernel reads
         geometry = _native_geometry(x, x, cos)
         for layout, conjugate, stream in itertools.product(_LAYOUTS, (False, True), (False, True)):
-            expected = _recipe(x.float(), cos, -sin if conjugate else sin, layout, rotary)
-            for t, want in ((x.float(), expected), (x, expected.to(torch.bfloat16))):
+            expected = _recipe(x.to(torch.float32), cos, -sin if conjugate else sin, layout, rotary)
+            for t, want in ((x.to(torch.float32), expected), (x, expected.to(torch.bfloat16))):
                 for tables in ((cos, sin), (cos64, sin64)):  # float64 tables: rounded once to float32
                     got = torch.empty_like(t)
                     _native(lib, t, got, *tables, layout, rotary, conjugate, geometry, stream)  # type: ignore[arg-type]

@@ -56,7 +56,9 @@ def test_training_columns_line_up_with_the_inference_rows():
     assert rows["HF-style"] == ["HF-style", "n/a: not requested", "", "", "", ""]
 
 
-def test_no_training_leaves_the_training_out(cli, tmp_path, monkeypatch):
+def _record_runs(monkeypatch) -> dict:
+    """Replace the bench by one that records the arguments it is called with (returned) and measures
+    nothing."""
     seen = {}
 
     def fake_run(**kwargs):
@@ -71,25 +73,17 @@ def test_no_training_leaves_the_training_out(cli, tmp_path, monkeypatch):
         }
 
     monkeypatch.setattr(rope, "run", fake_run)
+    return seen
+
+
+def test_no_training_leaves_the_training_out(cli, tmp_path, monkeypatch):
+    seen = _record_runs(monkeypatch)
     assert cli("bench", "rope", "--no-training", "--no-compile").code == 0
     assert seen == {"rounds": 41, "compile": False, "training": False}
 
 
 def test_shapes_dtypes_layouts_and_caches_reach_the_bench_when_given(cli, monkeypatch):
-    seen = {}
-
-    def fake_run(**kwargs):
-        seen.update(kwargs)
-        return {
-            "threads": 1,
-            "rounds": 1,
-            "malloc": "default",
-            "caches": {},
-            "native_kernel": "",
-            "cases": [],
-        }
-
-    monkeypatch.setattr(rope, "run", fake_run)
+    seen = _record_runs(monkeypatch)
     argv = ["--shape", "1", "2", "16", "8", "--shape", "2", "2", "8", "8", "--dtype", "bfloat16"]
     assert cli("bench", "rope", *argv, "--layout", "half", "--cache", "warm", "--no-compile").code == 0
     assert seen["shapes"] == [[1, 2, 16, 8], [2, 2, 8, 8]] and seen["dtypes"] == ["bfloat16"]
@@ -98,20 +92,7 @@ def test_shapes_dtypes_layouts_and_caches_reach_the_bench_when_given(cli, monkey
 
 
 def test_cpu_time_is_passed_on_for_one_thread_and_refused_for_more(cli, monkeypatch):
-    seen = {}
-
-    def fake_run(**kwargs):
-        seen.update(kwargs)
-        return {
-            "threads": 1,
-            "rounds": 1,
-            "malloc": "default",
-            "caches": {},
-            "native_kernel": "",
-            "cases": [],
-        }
-
-    monkeypatch.setattr(rope, "run", fake_run)
+    seen = _record_runs(monkeypatch)
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     cli("bench", "rope", "--cpu-time", "--no-compile").assert_refused("--cpu-time", "2 threads")
     assert seen == {}
