@@ -203,8 +203,9 @@ PRESETS: dict[str, Preset] = {
     "stacks": Preset(
         "stacks",
         "stacks whose layers differ (posenc.lab.stacks) against pure RoPE, NoPE and ALiBi: RNoPE, RNoPE-SWA, "
-        "RNoPE with Llama 4's temperature and FoX, a 4-layer lm at L=64 (300 steps) evaluated to 8L; the "
-        "algorithmic tasks (1 … 20, tested to 40) when named; 3 seeds",
+        "RNoPE with Llama 4's temperature and FoX, a 4-layer lm at L=64 (300 steps) evaluated to 8L, and copy "
+        "(trained on 1 … 20 symbols, tested to 40, the cpu preset's setup); the other algorithmic tasks when "
+        "named; 3 seeds",
         (0, 1, 2),
         {
             BITS_PER_BYTE: TaskSetup(
@@ -216,7 +217,7 @@ PRESETS: dict[str, Preset] = {
             ),
             EXACT_MATCH: replace(CPU_ALGORITHMIC, encodings=STACKS),
         },
-        default_tasks=("lm",),
+        default_tasks=("lm", "copy"),
     ),
 }
 
