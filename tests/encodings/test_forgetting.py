@@ -13,7 +13,7 @@ from posenc.analysis.verification import relative as relative_claim
 from posenc.attention import KVCache, MultiHeadAttention
 from posenc.functional.forgetting import forget_bias
 from posenc.model import TransformerLM
-from tests.reference.forgetting_loop import fox_attention_loop, forget_bias_loop, log_forget_gates
+from tests.reference.forgetting_loop import forget_bias_loop, fox_attention_loop, log_forget_gates
 
 D_MODEL, HEADS = 16, 2
 

@@ -29,7 +29,7 @@ def forget_bias_loop(log_f, queries: int) -> list:
         out.append(
             [
                 [
-                    [sum(row[l][h] for l in range(j + 1, i + 1)) if j <= i else None for j in range(keys)]
+                    [sum(row[m][h] for m in range(j + 1, i + 1)) if j <= i else None for j in range(keys)]
                     for i in range(offset, keys)
                 ]
                 for h in range(heads)

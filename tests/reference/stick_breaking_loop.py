@@ -22,12 +22,12 @@ def stick_weights(query, keys, i: int) -> tuple[list, float]:
     weights = []
     for j in range(i):
         rest = 1.0
-        for l in range(j + 1, i):
-            rest *= 1 - beta[l]
+        for m in range(j + 1, i):
+            rest *= 1 - beta[m]
         weights.append(beta[j] * rest)
     left = 1.0
-    for l in range(i):
-        left *= 1 - beta[l]
+    for m in range(i):
+        left *= 1 - beta[m]
     return weights, left
 
 
