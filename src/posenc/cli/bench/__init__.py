@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from posenc.cli.bench import attention, decode, rope, sinusoidal, stacks
+from posenc.cli.bench import attention, decode, lab, rope, sinusoidal, stacks
 
 BENCHES = {
     "sinusoidal": sinusoidal,
@@ -17,6 +17,7 @@ BENCHES = {
     "attention": attention,
     "decode": decode,
     "stacks": stacks,
+    "lab": lab,
 }
 
 
