@@ -16,7 +16,7 @@ file times an older checkout put first on ``PYTHONPATH``.
 from __future__ import annotations
 
 import platform
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -37,8 +37,8 @@ def _step(encoding: str, preset: str, task_name: str, batch, *, with_model: bool
     model.train()
     optimiser = _optimiser(model, config)
     positions = task.positions(model.encoding, batch.inputs.shape[-1])  # None: 0 … s − 1
-    if batch.positions is not None:
-        positions = batch.positions
+    if getattr(batch, "positions", None) is not None:  # the task's own per-example positions (a batch of an
+        positions = batch.positions  # older checkout carries none)
     total = batch.mask.sum()
 
     def step() -> None:
@@ -57,6 +57,7 @@ def run(
 ) -> dict:
     """Median, min and max ms of each encoding's step and its ratio to NoPE's; the encodings the lab does
     not train on ``task`` with the lab's reason."""
+    from posenc.bench.harness import time_alternating
     from posenc.encodings import available
     from posenc.lab.presets import check_encodings, check_preset, run_config, skip_reason, task_setup
     from posenc.lab.tasks import make_task
@@ -72,7 +73,7 @@ def run(
         config.train.batch_size, config.batch_length, torch.Generator().manual_seed(0)
     )
     steps = {name: _step(name, preset, task, batch) for name in timed}
-    timings = time_alternating_steps(steps, rounds)
+    timings = time_alternating(steps, rounds=rounds)  # glibc's allocator as the lab runs with it
     base = timings[BASELINE].median_ms
     return {
         "rows": [
@@ -94,14 +95,6 @@ def run(
         "machine": platform.processor() or platform.machine(),
         "torch": torch.__version__,
     }
-
-
-def time_alternating_steps(steps: dict[str, Callable[[], None]], rounds: int) -> dict:
-    """:func:`posenc.bench.harness.time_alternating` of the steps, with glibc's allocator held steady."""
-    from posenc.bench.harness import steady_malloc, time_alternating
-
-    steady_malloc()
-    return time_alternating(steps, rounds=rounds)
 
 
 def _main() -> None:
