@@ -64,8 +64,9 @@ lab-stacks: setup
 	$(BIN)/torchrun --standalone --nproc_per_node=2 -m posenc.lab run --preset stacks --parallel spread
 	$(BIN)/posenc report --out report
 
-# The gpu preset on one GPU, shared by GPU_PROCESSES runs at a time (docs/LAB.md records 15 processes on
-# an H200; one run alone leaves the GPU idle between its small kernels), then the report.
+# The gpu preset, then the addition, extension and stacks studies sized for one GPU, each shared by
+# GPU_PROCESSES runs at a time (docs/LAB.md records 15 processes on an H200; one run alone leaves the GPU
+# idle between its small kernels), then the report.
 GPU_PROCESSES ?= 15
 lab-gpu: setup
 	OMP_NUM_THREADS=1 $(BIN)/torchrun --standalone --nproc_per_node=$(GPU_PROCESSES) -m posenc.lab run \
@@ -74,6 +75,8 @@ lab-gpu: setup
 		--preset gpu-addition --parallel spread --device cuda
 	OMP_NUM_THREADS=1 $(BIN)/torchrun --standalone --nproc_per_node=$(GPU_PROCESSES) -m posenc.lab run \
 		--preset gpu-extension --parallel spread --device cuda
+	OMP_NUM_THREADS=1 $(BIN)/torchrun --standalone --nproc_per_node=$(GPU_PROCESSES) -m posenc.lab run \
+		--preset gpu-stacks --parallel spread --device cuda
 	$(BIN)/posenc report --out report
 
 lint: setup

@@ -177,3 +177,16 @@ def test_every_override_lands_in_the_config_and_is_read_back_from_it():
     )
     config = run_config(PRESETS["smoke"], "lm", "rope", 0, corpus_sha256="x", overrides=overrides)
     assert Overrides.of_config(json.loads(config.canonical_json())) == overrides
+
+
+@pytest.mark.parametrize("name", ["stacks", "gpu-stacks"])
+def test_the_stacks_studies_run_every_design_on_both_tasks_in_a_model_its_pattern_covers(name):
+    preset = PRESETS[name]
+    assert set(preset.sweep_tasks) == {"lm", "copy"}
+    for task in preset.sweep_tasks:
+        setup = preset.tasks[task]
+        assert setup.encodings == ("rope", "nope", "alibi", "rnope", "rnope_swa", "rnope_temperature", "fox")
+        for encoding in setup.encodings:
+            stack = stack_named(encoding)
+            if stack is not None:  # a ValueError here: the pattern does not cover the model's layers
+                assert len(stack.specs(setup.model.n_layers)) == setup.model.n_layers

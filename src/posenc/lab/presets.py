@@ -150,6 +150,25 @@ PRESETS: dict[str, Preset] = {
         },
         ExtensionStudy(),
     ),
+    "gpu-stacks": Preset(
+        "gpu-stacks",
+        "the stacks study on one GPU: the stack designs beside pure RoPE, NoPE and ALiBi on lm at L=64 (the "
+        "designs' windows and temperature are set for it), an 8-layer model of width 384 for 10,000 steps, "
+        "evaluated to 8L, and on copy with the gpu preset's model (1 … 20 symbols, tested to 40); the other "
+        "algorithmic tasks when named; 3 seeds",
+        (0, 1, 2),
+        {
+            BITS_PER_BYTE: TaskSetup(
+                ModelConfig(384, 8, 6),
+                TrainConfig(10000, 64, 1e-3, 500, checkpoint_every=1000, log_every=200),
+                64,
+                eval_size=1 << 20,
+                encodings=STACKS,
+            ),
+            EXACT_MATCH: replace(GPU_ALGORITHMIC, encodings=STACKS),
+        },
+        default_tasks=("lm", "copy"),
+    ),
     "grid": Preset(
         "grid",
         "resolution generalisation: a bidirectional model trained on 8×8 grids of patches (each patch names "
