@@ -21,7 +21,9 @@ Backends, all computing softmax(q·kᵀ·scale + bias + terms + mask)·v, where 
   ``[(b,) h, i, j]``, on CPU for causal or learned biases in query blocks with a backward of its own
   (``posenc.kernels.blocked``). An encoding that gives its terms per block of queries
   (``block_terms``: Shaw, Transformer-XL, DeBERTa, FIRE, CoPE) runs on CPU a block at a time,
-  never holding them for every pair (``posenc.kernels.query_blocked``).
+  never holding them for every pair (``posenc.kernels.query_blocked``), where the queries fill more
+  than one block; up to one block (256 queries) the terms are formed whole, as one block would hold
+  them, with autograd instead of the blocks' recomputation (a lab step at s = 64 cost more blocked).
 - ``"flex"``: compiled ``flex_attention`` with the encoding's ``score_mod`` and a causal block mask,
   so no s×s tensor is built. On CPU, torch 2.13's compiled flex_attention returns wrong values or NaN
   at some lengths and head widths, intermittently, and has no backward; there the same score_mod is
@@ -59,6 +61,7 @@ from posenc.encodings.base import query_key_positions
 from posenc.encodings.views import view
 from posenc.kernels.blocked import biased_attention, differentiable
 from posenc.kernels.per_distance import per_distance_attention
+from posenc.kernels import query_blocked
 from posenc.kernels.query_blocked import query_blocked_attention
 from posenc.kv_cache import KVCache
 from posenc.masks import attention_mask, causal_sdpa, check_span, chunked_sdpa, visible, windowed_sdpa
@@ -367,6 +370,7 @@ class MultiHeadAttention(nn.Module):
             and documents is None
             and q.device.type == "cpu"
             and not torch.compiler.is_compiling()
+            and q.shape[2] > query_blocked.DEFAULT_BLOCK  # one block would hold every pair anyway (below)
         ):
             blocked = self.encoding.block_terms(
                 q, k, q_positions, k_positions, project=self.project_heads, content=_given(content)

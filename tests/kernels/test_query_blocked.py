@@ -100,6 +100,7 @@ def test_blocked_terms_give_the_eager_outputs_and_gradients_in_float64(
 def test_shaws_causal_terms_run_as_a_band_and_flash_over_the_far_keys(clip, kv_heads, monkeypatch):
     # keys farther than K read row 0: folded into the keys, their part is one is_causal flash call
     monkeypatch.setattr(banded, "BAND_BLOCK", 8)
+    monkeypatch.setattr(query_blocked, "DEFAULT_BLOCK", 8)  # 37 queries: more than one block
     calls = []
     band = shaw.clipped_relative_attention
     monkeypatch.setattr(
@@ -123,3 +124,30 @@ def test_shaws_causal_terms_run_as_a_band_and_flash_over_the_far_keys(clip, kv_h
     torch.testing.assert_close(got_dx, dx, rtol=0, atol=1e-12)
     for parameter, grad in dparams.items():
         torch.testing.assert_close(got_dparams[parameter], grad, rtol=0, atol=1e-12, msg=parameter)
+
+
+@pytest.mark.parametrize("name", list(BLOCKED))
+def test_queries_that_fit_one_block_form_the_terms_whole_with_the_eager_outputs(name, monkeypatch):
+    # one block would hold every pair anyway: no blocks and no recomputation (a lab step at s = 64 cost
+    # up to 1.3x more blocked), and the same outputs and gradients as eager
+    calls = []
+    blocked = attention_module.query_blocked_attention
+    monkeypatch.setattr(
+        attention_module, "query_blocked_attention", lambda *a, **kw: calls.append(1) or blocked(*a, **kw)
+    )
+    encoding = BLOCKED[name]().double()
+    layers = {}
+    for backend in ("eager", "sdpa"):
+        torch.manual_seed(1)
+        layers[backend] = MultiHeadAttention(D_MODEL, HEADS, encoding=encoding, backend=backend).double()
+    generator = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 37, D_MODEL, dtype=torch.float64, generator=generator)  # 37 ≤ 256: one block
+    weight = torch.randn_like(x)
+    positions = torch.arange(x.shape[1])
+    out, dx, dparams = _gradients(layers["eager"], x, positions, weight)
+    got, got_dx, got_dparams = _gradients(layers["sdpa"], x, positions, weight)
+    assert calls == []
+    torch.testing.assert_close(got, out, rtol=0, atol=1e-10)
+    torch.testing.assert_close(got_dx, dx, rtol=0, atol=1e-10)
+    for parameter, grad in dparams.items():
+        torch.testing.assert_close(got_dparams[parameter], grad, rtol=0, atol=1e-10, msg=parameter)
