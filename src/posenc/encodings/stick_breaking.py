@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 from posenc._validation import check_choice
 from posenc.encodings.base import PositionalEncoding
 from posenc.encodings.capabilities import declare
 from posenc.encodings.description import Description
 from posenc.functional.stick_breaking import stick_breaking_log_weights
+from posenc.kernels import query_blocked
 from posenc.kernels.query_blocked import BlockTerms
 
 PAPER = (
@@ -110,20 +112,46 @@ class StickBreaking(PositionalEncoding):
         return BlockTerms(block)
 
     def output_terms(self, q, k, v, q_positions, k_positions) -> torch.Tensor | None:
-        """−rem_i·v_i ``[b, h, i, d]`` (``remainder="drop"``): the leftover stick off the query's own value."""
+        """−rem_i·v_i ``[b, h, i, d]`` (``remainder="drop"``): the leftover stick off the query's own value.
+
+        log rem_i = Σ_{l<i} log(1 − β_il) is summed a block of queries at a time (the queries past
+        :data:`posenc.kernels.query_blocked.DEFAULT_BLOCK` against the keys up to the block's last one),
+        each block recomputed in the backward (``torch.utils.checkpoint``), so no ``[b, h, i, j]`` tensor is
+        held at once, in inference or in training."""
         if self.remainder == "self":
             return None
         dtype = torch.promote_types(q.dtype, torch.float32)
         k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)  # [b, h, j, d]
-        logits = (q.to(dtype) @ k.to(dtype).transpose(-1, -2)) * self.logit_scale(q.shape[-1])  # [b, h, i, j]
-        queries, keys = logits.shape[-2], logits.shape[-1]
-        before = (
-            torch.arange(keys, device=q.device) < torch.arange(keys - queries, keys, device=q.device)[:, None]
-        )
-        log_rest = torch.where(before, F.logsigmoid(-logits), 0.0).sum(-1)  # [b, h, i]: Σ_{l<i} log(1 − β_il)
+        queries, keys = q.shape[2], k.shape[2]
+        block = query_blocked.DEFAULT_BLOCK
+        several = queries > block  # one block would hold every pair anyway: nothing to recompute
+        recompute = several and torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
+        parts = []
+        for start in range(0, queries, block):  # [b, h, n] each
+            stop = min(start + block, queries)
+            args = (
+                q[:, :, start:stop].to(dtype),
+                k[:, :, : keys - queries + stop].to(dtype),
+                keys - queries + start,
+            )
+            parts.append(
+                checkpoint(self._log_rest, *args, use_reentrant=False) if recompute else self._log_rest(*args)
+            )
+        log_rest = torch.cat(parts, dim=-1)  # [b, h, i]: Σ_{l<i} log(1 − β_il)
         v = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1)  # [b, h, j, d]
         own = v[:, :, v.shape[2] - q.shape[2] :].to(log_rest.dtype)  # [b, h, i, d]: each query's own value
         return -log_rest.exp()[..., None] * own
+
+    def _log_rest(self, q_rows: torch.Tensor, k_keys: torch.Tensor, first: int) -> torch.Tensor:
+        """Σ_{l<i} log(1 − β_il) ``[b, h, n]`` for the queries ``q_rows`` ``[b, h, n, d]`` at keys ``first`` …,
+        from the keys ``k_keys`` ``[b, h, m, d]`` up to the last of them."""
+        logits = (q_rows @ k_keys.transpose(-1, -2)) * self.logit_scale(q_rows.shape[-1])  # [b, h, n, m]
+        n, m = logits.shape[-2], logits.shape[-1]
+        before = (
+            torch.arange(m, device=logits.device)
+            < torch.arange(first, first + n, device=logits.device)[:, None]
+        )
+        return torch.where(before, F.logsigmoid(-logits), 0.0).sum(-1)
 
     def extra_repr(self) -> str:
         return f"remainder={self.remainder!r}"
