@@ -156,3 +156,21 @@ def test_fractional_coordinates_take_one_row_per_distinct_offset_and_far_apart_o
     for at in (half, far):
         pairs = at.unsqueeze(-2) - at.unsqueeze(-3)
         torch.testing.assert_close(swin_v2.bias(at, at), swin_v2.offset_bias(pairs).movedim(-1, -3))
+
+
+@pytest.mark.parametrize("tokens", [6, 40])
+def test_tokens_along_a_line_run_the_mlp_once_per_offset_that_occurs(tokens, monkeypatch):
+    # (p, p) for p = 0 … s − 1: a box of (2s − 1)² offsets for s² pairs, of which 2s − 1 occur; the box was
+    # refused and the MLP ran on every pair (4 GiB and 104x unbiased SDPA at s = 1024, h = 8)
+    swin_v2 = posenc.build("swin_v2", n_heads=3, window=8, hidden=16).double()
+    line = torch.arange(tokens)[:, None].expand(tokens, 2)
+    pairs = line.unsqueeze(-2) - line.unsqueeze(-3)  # [i, j, 2]
+    expected = swin_v2.offset_bias(pairs).movedim(-1, -3)
+    monkeypatch.setattr(torch, "unique", lambda *a, **k: pytest.fail("torch.unique over the pairs"))
+    rows = []
+    original = swin_v2.offset_bias
+    monkeypatch.setattr(
+        swin_v2, "offset_bias", lambda offsets: rows.append(offsets.shape[0]) or original(offsets)
+    )
+    torch.testing.assert_close(swin_v2.bias(line, line), expected, rtol=0, atol=1e-12)
+    assert rows == [2 * tokens - 1]

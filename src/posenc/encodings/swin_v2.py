@@ -11,6 +11,9 @@ from posenc._validation import as_coordinates, check_positive_int
 from posenc.encodings.base import PositionalEncoding, PositionSpace
 from posenc.encodings.description import Description
 
+#: Integer coordinates whose box of offsets holds more than this many entries per pair (sparse
+#: coordinates far apart) take the offsets pair by pair; up to it, a table of the offsets that occur.
+SPARSE_BOX = 16
 #: Swin v2 maps the offsets of its (pretraining) window to ±8 before taking logarithms.
 OFFSET_SCALE = 8.0
 
@@ -38,9 +41,11 @@ def offset_index(
     (dy − lo_y)·n_x + (dx − lo_x): ``(q_y·n_x + q_x) − (k_y·n_x + k_x)`` less that of (lo_y, lo_x), a
     difference of one number per query and one per key. For the tokens of a W×W window that is
     (dy + W − 1)·(2W − 1) + (dx + W − 1) over (2W − 1)² offsets. Fractional coordinates: the distinct
-    offsets of each axis (a sort of one column, not of every pair's two) and their product. None where
-    the table would hold more entries than there are pairs (sparse coordinates far apart): the offsets
-    are then taken pair by pair.
+    offsets of each axis (a sort of one column, not of every pair's two) and their product. Where the box
+    holds more entries than there are pairs (tokens along a line: (2s − 1)² entries for s² pairs), only
+    the entries that occur, marked and numbered (:func:`_occurring`). None where the table would hold more
+    entries than there are pairs and integer boxes more than :data:`SPARSE_BOX` per pair (sparse
+    coordinates far apart): the offsets are then taken pair by pair.
     """
     batch = max([1, *(p.shape[0] for p in (q_positions, k_positions) if p.dim() == 3)])
     pairs = batch * q_positions.shape[-2] * k_positions.shape[-2]
@@ -62,15 +67,34 @@ def offset_index(
         low = q_flat.amin(dim=0) - k_flat.amax(dim=0)  # [2]: (lo_y, lo_x)
         high = q_flat.amax(dim=0) - k_flat.amin(dim=0)
         sizes = [int(n) for n in (high - low + 1).tolist()]  # (n_y, n_x)
-        if sizes[0] * sizes[1] > pairs:
+        box = sizes[0] * sizes[1]
+        if box > SPARSE_BOX * pairs:
             return None
         q_line = (q_positions[..., 0] * sizes[1] + q_positions[..., 1]).to(torch.int64)  # [(b,) i]
         k_line = (k_positions[..., 0] * sizes[1] + k_positions[..., 1]).to(torch.int64)  # [(b,) j]
         first = int(low[0]) * sizes[1] + int(low[1])
-        index = q_line.unsqueeze(-1) - k_line.unsqueeze(-2) - first  # [(b,) i, j]
+        index = q_line.unsqueeze(-1) - k_line.unsqueeze(-2) - first  # [(b,) i, j]: the entry of the box
+        if box > pairs:  # fewer pairs than box entries (tokens along a line): the entries that occur
+            return _occurring(index, box, sizes[1], low)
         axes = [torch.arange(n, dtype=low.dtype, device=low.device) + low[a] for a, n in enumerate(sizes)]
     offsets = torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).reshape(-1, 2)  # [n_y·n_x, 2]
     return offsets, index
+
+
+def _occurring(
+    index: torch.Tensor, box: int, n_x: int, low: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(offsets [n, 2], index [(b,) i, j])`` for the n entries of the box (row-major, ``n_x`` columns,
+    first offset ``low``) that ``index`` names: each marked in a ``[box]`` bool, numbered in order, and
+    the index renumbered; the MLP then runs once per offset that occurs (2s − 1 for s tokens along a line,
+    where the box holds (2s − 1)²)."""
+    present = torch.zeros(box, dtype=torch.bool, device=index.device)
+    present[index.flatten()] = True
+    kept = present.nonzero().squeeze(1)  # [n]: the entries that occur, in order
+    number = torch.empty(box, dtype=torch.int32, device=index.device)
+    number[kept] = torch.arange(kept.numel(), dtype=torch.int32, device=index.device)
+    offsets = torch.stack((kept.div(n_x, rounding_mode="floor"), kept.remainder(n_x)), dim=-1) + low  # [n, 2]
+    return offsets, number[index].to(torch.int64)
 
 
 class ContinuousPositionBias(PositionalEncoding):
