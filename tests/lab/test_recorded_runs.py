@@ -23,7 +23,7 @@ RECORDED = [
     ("cpu-summation-records.sqlite", "cpu"),  # the cpu preset's summation (trained on 1 … 8 symbols)
     ("gpu-records.sqlite", "gpu"),  # `make lab-gpu` on one H200, stopped by the time limit
     ("extension-records.sqlite", "extension"),  # `make lab-extension`
-    ("stacks-records.sqlite", "stacks"),  # the stacks study: lm and copy, 3 seeds
+    ("stacks-records.sqlite", "stacks"),  # the stacks study: lm, copy and reverse, 3 seeds
     ("addition-records.sqlite", "addition"),  # the addition study: five layouts, 3 seeds
     ("grid-vision-records.sqlite", "grid"),  # the grid study's vision rows: DINOv3 (± augmentation), STRING …
 ]
@@ -36,7 +36,7 @@ SWEEPS = [
     ("cpu-records.sqlite", "grid", 21, 0),  # 18 runs and 3 scaled 2-D sin-cos runs
     ("cpu-summation-records.sqlite", "cpu", 15, 0),  # the five encodings, 3 seeds
     ("gpu-records.sqlite", "gpu", 60, 0),  # 60 of 75: summation (on 1 … 8 symbols) not run
-    ("stacks-records.sqlite", "stacks", 42, 0),  # lm and copy: 7 × 3 seeds each
+    ("stacks-records.sqlite", "stacks", 63, 0),  # lm, copy and reverse: 7 × 3 seeds each
     ("addition-records.sqlite", "addition", 57, 0),  # 5 encodings × 3 token layouts + 2 × 2 id layouts, 3 seeds
 ]
 
