@@ -120,3 +120,35 @@ def test_decoding_with_a_cache_of_turned_keys_equals_the_full_forward():
             model(x[:, t : t + 1], caches=caches) for t in range(4, 10)
         ]
         torch.testing.assert_close(torch.cat(steps, dim=1), model(x), rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("documents", [None, torch.tensor([0, 0, 0, 1, 1, 1, 1])], ids=["causal", "packed"])
+def test_sdpa_gets_one_head_width_with_the_eager_outputs_and_gradients(documents, monkeypatch):
+    # q and k of 2d against v of d sent SDPA's CPU kernel to its math backend, which holds [b, h, i, j]
+    # (PoPE stopped at s = 8192 in 16 GiB); v padded with zeros to q's width gives the same attention
+    import posenc.attention as attention
+
+    widths = []
+    sdpa = attention.F.scaled_dot_product_attention
+
+    def recorded(q, k, v, **kwargs):
+        widths.append((q.shape[-1], k.shape[-1], v.shape[-1]))
+        return sdpa(q, k, v, **kwargs)
+
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(
+        32, 4, n_kv_heads=2, encoding=posenc.build("pope", d_head=8, n_heads=4), backend="eager"
+    ).double()
+    x = torch.randn(2, 7, 32, dtype=torch.float64, requires_grad=True)
+    results = []
+    for backend in ("eager", "sdpa"):
+        layer.backend = backend
+        layer.zero_grad()
+        x.grad = None
+        out = layer(x, documents=documents)
+        out.backward(torch.ones_like(out))
+        results.append((out, x.grad, layer.q_proj.weight.grad, layer.v_proj.weight.grad))
+        monkeypatch.setattr(attention.F, "scaled_dot_product_attention", recorded)
+    assert widths and all(len(set(call)) == 1 for call in widths), widths
+    for eager, sdpa_form in zip(*results, strict=True):
+        torch.testing.assert_close(sdpa_form, eager, rtol=0, atol=1e-12)
