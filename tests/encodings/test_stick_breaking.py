@@ -168,7 +168,9 @@ def test_the_dropped_leftover_is_summed_a_block_of_queries_at_a_time_with_the_wh
         encoding = layer.encoding
         whole = encoding._log_rest
         monkeypatch.setattr(
-            encoding, "_log_rest", lambda q, k, first: rows.append(q.shape[2]) or whole(q, k, first)
+            encoding,
+            "_log_rest",
+            lambda q, k, first, whole=whole: rows.append(q.shape[2]) or whole(q, k, first),
         )
         x.grad = None
         out = layer(x)
