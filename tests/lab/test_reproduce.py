@@ -194,3 +194,17 @@ def test_an_order_the_seeds_disagree_on_is_split_and_its_interval_holds_the_meas
 def test_the_bootstrap_is_the_same_each_time():
     configuration = _configuration({"nope": [0.9, 0.0, 0.1], "t5": [0.2, 0.5, 0.3], "rope": [0.2, 0.1, 0.0]})
     assert bootstrap_ranking(configuration) == bootstrap_ranking(configuration)
+
+
+def test_a_cell_with_one_seed_in_common_and_other_digits_is_not_judged():
+    # one seed has no spread: its interval is the difference itself, so a float32 rounding of 1e-6
+    # read as "outside"; it is counted apart and the re-run still agrees
+    reference = [_run("rope", 0, {L: 0.9})]
+    rerun = [_run("rope", 0, {L: 0.9 + 1e-6})]
+    cells = compare(reference, rerun)
+    assert cells and not any(cell.judged for cell in cells)
+    lines, consistent = compare_lines(cells)
+    assert consistent and "0 outside it" in lines[0]
+    assert f"{len(cells)} with other digits on one seed in common, not judged" in lines[0]
+    same = compare(reference, reference)
+    assert all(cell.judged for cell in same) and "not judged" not in compare_lines(same)[0][0]

@@ -50,6 +50,13 @@ class Cell:
         """The interval of the difference holds 0 (equal constants: the same value)."""
         return self.low <= 0.0 <= self.high
 
+    @property
+    def judged(self) -> bool:
+        """Whether the cell can be judged by an interval: identical, or two or more seeds in common (one
+        seed gives no spread over seeds: its interval would be the difference itself, a point that any
+        float32 rounding misses)."""
+        return self.identical or len(self.reference) > 1
+
 
 def difference_interval(a: list[float], b: list[float]) -> tuple[float, float]:
     """95% Welch interval of mean(b) − mean(a) (a point where both samples are constant or single)."""
@@ -129,13 +136,20 @@ def compare_lines(cells: list[Cell]) -> tuple[list[str], bool]:
     if not cells:
         return ["no configuration and seed is in both databases: nothing to compare"], False
     identical = sum(cell.identical for cell in cells)
-    outside = [cell for cell in cells if not cell.consistent]
-    allowed = allowed_outside(len(cells))
+    unjudged = sum(not cell.judged for cell in cells)
+    judged = len(cells) - unjudged
+    outside = [cell for cell in cells if cell.judged and not cell.consistent]
+    allowed = allowed_outside(judged)
+    one_seed = (
+        f"; {unjudged} with other digits on one seed in common, not judged (no spread over seeds)"
+        if unjudged
+        else ""
+    )
     lines = [
         f"{len(cells)} metrics compared over the seeds both databases hold: {identical} bit-identical, "
-        f"{len(cells) - identical - len(outside)} with other digits inside the 95% interval of the difference "
+        f"{judged - identical - len(outside)} with other digits inside the 95% interval of the difference "
         f"over seeds, {len(outside)} outside it ({allowed} may be outside by chance: the 99th percentile "
-        f"of Binomial({len(cells)}, 0.05))",
+        f"of Binomial({judged}, 0.05)){one_seed}",
         "consistent with the records" if len(outside) <= allowed else "NOT consistent with the records",
     ]
     for cell in outside:
