@@ -21,9 +21,7 @@ Backends, all computing softmax(q·kᵀ·scale + bias + terms + mask)·v, where 
   ``[(b,) h, i, j]``, on CPU for causal or learned biases in query blocks with a backward of its own
   (``posenc.kernels.blocked``). An encoding that gives its terms per block of queries
   (``block_terms``: Shaw, Transformer-XL, DeBERTa, FIRE, CoPE) runs on CPU a block at a time,
-  never holding them for every pair (``posenc.kernels.query_blocked``), where the queries fill more
-  than one block; up to one block (256 queries) the terms are formed whole, as one block would hold
-  them, with autograd instead of the blocks' recomputation (a lab step at s = 64 cost more blocked).
+  never holding them for every pair (``posenc.kernels.query_blocked``), past one block of queries.
 - ``"flex"``: compiled ``flex_attention`` with the encoding's ``score_mod`` and a causal block mask,
   so no s×s tensor is built. On CPU, torch 2.13's compiled flex_attention returns wrong values or NaN
   at some lengths and head widths, intermittently, and has no backward; there the same score_mod is
@@ -59,10 +57,10 @@ from posenc.backends import ATTENTION, check_backend
 from posenc.encodings import PositionalEncoding, build
 from posenc.encodings.base import query_key_positions
 from posenc.encodings.views import view
-from posenc.kernels import query_blocked
 from posenc.kernels.blocked import biased_attention, differentiable
 from posenc.kernels.per_distance import per_distance_attention
-from posenc.kernels.query_blocked import query_blocked_attention
+from posenc.kernels.query_blocked import query_blocked_attention, worth_blocking
+from posenc.kernels.widths import one_width_sdpa
 from posenc.kv_cache import KVCache
 from posenc.masks import attention_mask, causal_sdpa, check_span, chunked_sdpa, visible, windowed_sdpa
 from posenc.packing import continued_positions, document_ids, document_segments
@@ -99,23 +97,6 @@ def _causal_block_mask(
         return visible(q_idx + offset, kv_idx, causal=causal, window=window, chunk=chunk)
 
     return create_block_mask(mask_mod, None, None, q_len, k_len, device=device)
-
-
-def _one_width_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs) -> torch.Tensor:
-    """``F.scaled_dot_product_attention`` ``[b, h, i, d_v]`` with one head width for q, k and v on CPU.
-
-    SDPA's CPU flash kernel takes one width; given q and k wider than v (PoPE's 2d against d) it runs its
-    math backend, which holds the ``[b, h, i, j]`` weights (3.2x slower at s = 2048, memory growing with
-    s²). v is padded with zeros to q's width (or q and k to v's: zeros add nothing to q·k) and the
-    output's extra columns dropped; ``scale`` must be given, since SDPA's default reads q's width."""
-    d_qk, d_v = q.shape[-1], v.shape[-1]
-    if d_qk == d_v or q.device.type != "cpu":
-        return F.scaled_dot_product_attention(q, k, v, **kwargs)
-    if d_qk < d_v:
-        q, k = F.pad(q, (0, d_v - d_qk)), F.pad(k, (0, d_v - d_qk))
-    else:
-        v = F.pad(v, (0, d_qk - d_v))
-    return F.scaled_dot_product_attention(q, k, v, **kwargs)[..., :d_v]
 
 
 class MultiHeadAttention(nn.Module):
@@ -387,7 +368,7 @@ class MultiHeadAttention(nn.Module):
             and documents is None
             and q.device.type == "cpu"
             and not torch.compiler.is_compiling()
-            and q.shape[2] > query_blocked.DEFAULT_BLOCK  # one block would hold every pair anyway (below)
+            and worth_blocking(q.shape[2])
         ):
             blocked = self.encoding.block_terms(
                 q, k, q_positions, k_positions, project=self.project_heads, content=_given(content)
@@ -399,9 +380,8 @@ class MultiHeadAttention(nn.Module):
         )  # [b, h, i, j] or None
         if content[1] is not None:  # terms read from the tokens' content (FoX, PaTH)
             terms = _sum(terms, self.encoding.content_terms(q, k, *content))
-        if (
-            self.encoding.capabilities.reads_attention_weights
-        ):  # the weights themselves are needed: eager, any backend
+        # the weights themselves are needed: eager, any backend
+        if self.encoding.capabilities.reads_attention_weights:
             bias = _sum(self.encoding.bias(q_positions, k_positions), terms)
             mask = self._mask(q.shape[2], k.shape[2], q.device, documents)
             return self._eager(q, k, v, bias, mask, q_positions, k_positions)
@@ -501,10 +481,10 @@ class MultiHeadAttention(nn.Module):
             if segments is not None:
                 return self._per_document(q, k, v, segments)
             mask = self._mask(q_len, k_len, q.device, documents)  # bool [(b, 1,) i, j]
-            return _one_width_sdpa(q, k, v, attn_mask=mask, scale=self._scale(), enable_gqa=gqa)
+            return one_width_sdpa(q, k, v, attn_mask=mask, scale=self._scale(), enable_gqa=gqa)
         causal = self.causal and q_len > 1  # one query (decoding) sees every key
         mask = self._mask(q_len, k_len, q.device) if causal and q_len != k_len else None  # bool [i, j]
-        return _one_width_sdpa(
+        return one_width_sdpa(
             q, k, v, attn_mask=mask, is_causal=causal and mask is None, scale=self._scale(), enable_gqa=gqa
         )
 
@@ -515,7 +495,7 @@ class MultiHeadAttention(nn.Module):
         rows: dict[tuple[int | None, int | None], list[torch.Tensor]] = {}
         for batch, start, end in segments:
             rows.setdefault((batch.start, batch.stop), []).append(
-                _one_width_sdpa(
+                one_width_sdpa(
                     q[batch, :, start:end],
                     k[batch, :, start:end],
                     v[batch, :, start:end],

@@ -43,7 +43,8 @@ def _step(encoding: str, preset: str, task_name: str, batch, *, with_model: bool
 
     def step() -> None:
         logits = model(batch.inputs, positions)  # [b, s, vocab]
-        nll = F.cross_entropy(logits.flatten(0, 1).float(), batch.targets.flatten(), reduction="none")
+        wide = torch.promote_types(logits.dtype, torch.float32)  # half types up, float64 kept, as train does
+        nll = F.cross_entropy(logits.flatten(0, 1).to(wide), batch.targets.flatten(), reduction="none")
         ((nll * batch.mask.flatten()).sum() / total).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.train.grad_clip)
         optimiser.step()
